@@ -146,7 +146,17 @@ static int buf_make_room(struct buf *b, size_t n)
 
 int buf_reserve(struct buf *b, size_t n, uint8_t **ret)
 {
-	int r = buf_make_room(b, n);
+	int r;
+
+	if (n == 0) {
+		/* No room needed; avoid NULL + 0 on a buffer without storage. */
+		if (b->flags & BUF_READONLY) {
+			return -EROFS;
+		}
+		*ret = b->data ? b->data + b->len : NULL;
+		return 0;
+	}
+	r = buf_make_room(b, n);
 	if (r < 0) {
 		return r;
 	}
