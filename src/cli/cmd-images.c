@@ -1,0 +1,189 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "banned.h"
+#include "cli/commands.h"
+#ifdef TKBOX_HAVE_DAEMON
+#include "daemon/daemon.h"
+#endif
+#include "image/image.h"
+#include "log.h"
+
+/*
+ * tkbox images ls|pull REF|resolve REF|rm REF|prune [--state DIR] [--platform P]
+ *              [--registry-auth FILE] [--registry-ca FILE]
+ * The cache is <state>/images; state is --state, else the daemon's:
+ * $TKBOX_STATE_DIR (absolute), else ~/.local/state/tkbox, else /var/lib/tkbox.
+ */
+
+static void images_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: tkbox images ls\n"
+		"       tkbox images pull REF      fetch (again) and build the ext4 root\n"
+		"       tkbox images resolve REF   as 'run' does: from the cache when there, else pull\n"
+		"       tkbox images rm REF\n"
+		"       tkbox images prune\n"
+		"options: --state DIR  --platform linux/amd64|linux/arm64  --registry-auth FILE  --registry-ca FILE\n"
+		"REF: NAME[:TAG][@sha256:...] | oci:DIR[:NAME] | oci-archive:FILE[:NAME] | docker-archive:FILE\n");
+}
+
+/* The daemon's state directory, so that `tkbox images` sees the cache `tkbox run` fills. */
+static char *default_state_dir(void)
+{
+#ifdef TKBOX_HAVE_DAEMON
+	return strdup(daemon_default_state_dir());
+#else
+	/* the same rule as daemon_default_state_dir(), for builds without the daemon */
+	const char *e = getenv("TKBOX_STATE_DIR"), *home = getenv("HOME");
+	char *r = NULL;
+	if (e && e[0] == '/') {
+		return strdup(e);
+	}
+	if (home && home[0] == '/') {
+		return asprintf(&r, "%s/.local/state/tkbox", home) < 0 ? NULL : r;
+	}
+	return strdup("/var/lib/tkbox");
+#endif
+}
+
+static void print_result(const struct image_result *res)
+{
+	printf("ext4 %s\n", res->ext4_path);
+	printf("image_json %s\n", res->json_path);
+	printf("config %s\n", res->config_digest);
+	printf("manifest %s\n", res->manifest_digest ? res->manifest_digest : "-");
+	printf("from_cache %s\n", res->from_cache ? "yes" : "no");
+	printf("working_dir %s\n", res->working_dir ? res->working_dir : "/");
+	printf("user %s\n", res->user ? res->user : "root");
+	for (size_t i = 0; i < res->n_env; i++) {
+		char q[LOG_QUOTE_BUFSIZE];
+		printf("env %s\n", log_quote(res->env[i], strlen(res->env[i]), q));
+	}
+}
+
+int cmd_images(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "state", required_argument, NULL, 's' },
+		{ "platform", required_argument, NULL, 'p' },
+		{ "registry-auth", required_argument, NULL, 'a' },
+		{ "registry-ca", required_argument, NULL, 'c' },
+		{ "subprocess", no_argument, NULL, 'x' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct image_diag diag = { .msg = "" };
+	struct image_opts o = { .progress_fd = -1, .diag = &diag };
+	_cleanup_free_ char *state = NULL;
+	const char *verb;
+	bool subprocess = false;
+	int c, r;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 's':
+			free(state);
+			state = strdup(optarg);
+			break;
+		case 'p':
+			o.platform = optarg;
+			break;
+		case 'a':
+			o.auth_file = optarg;
+			break;
+		case 'c':
+			o.ca_file = optarg;
+			break;
+		case 'x':
+			subprocess = true;
+			break;
+		case 'h':
+			images_usage(stdout);
+			return 0;
+		default:
+			images_usage(stderr);
+			return 2;
+		}
+	}
+	if (optind >= argc) {
+		images_usage(stderr);
+		return 2;
+	}
+	if (!state) {
+		state = default_state_dir();
+	}
+	if (!state) {
+		fprintf(stderr, "tkbox images: no state directory (pass --state DIR or set TKBOX_STATE_DIR)\n");
+		return 2;
+	}
+	o.state_dir = state;
+	verb = argv[optind];
+	if (strcmp(verb, "ls") == 0 && optind + 1 == argc) {
+		struct image_entry *v = NULL;
+		size_t n = 0;
+		r = image_list(state, &v, &n);
+		if (r < 0) {
+			log_error("listing images: %s", tk_strerror(r));
+			return 1;
+		}
+		printf("%-60s %-12s %-19s %s\n", "REFERENCE", "PLATFORM", "CONFIG", "EXT4 MiB");
+		for (size_t i = 0; i < n; i++) {
+			printf("%-60s %-12s %-19.19s %.1f\n", v[i].ref, v[i].platform, v[i].config + 7,
+			       (double)v[i].rootfs_bytes / 1048576.0);
+		}
+		image_list_free(v, n);
+		return 0;
+	}
+	if (strcmp(verb, "prune") == 0 && optind + 1 == argc) {
+		struct image_prune_stats st;
+		r = image_prune(state, &st);
+		if (r < 0) {
+			log_error("pruning the image cache: %s", tk_strerror(r));
+			return 1;
+		}
+		printf("removed %llu blobs (%.1f MiB), %llu stale references, %llu temporary files\n",
+		       (unsigned long long)st.blobs, (double)st.bytes / 1048576.0, (unsigned long long)st.refs,
+		       (unsigned long long)st.tmp);
+		return 0;
+	}
+	if (optind + 2 != argc) {
+		images_usage(stderr);
+		return 2;
+	}
+	if (strcmp(verb, "rm") == 0) {
+		r = image_remove(state, argv[optind + 1], o.platform, &diag);
+		if (r < 0) {
+			char q[LOG_QUOTE_BUFSIZE];
+			log_error("removing %s: %s", log_quote(argv[optind + 1], strlen(argv[optind + 1]), q),
+				  diag.msg[0] ? diag.msg : tk_strerror(r));
+			return 1;
+		}
+		return 0;
+	}
+	if (strcmp(verb, "pull") == 0 || strcmp(verb, "resolve") == 0) {
+		struct image_result res = { 0 };
+		o.refresh = strcmp(verb, "pull") == 0;
+		if (isatty(STDERR_FILENO)) {
+			o.progress_fd = STDERR_FILENO;
+		}
+		/* --subprocess: as the daemon resolves (image_resolve_exec), to test that path */
+		r = subprocess ? image_resolve_exec("/proc/self/exe", &o, argv[optind + 1], &res)
+			       : image_resolve(&o, argv[optind + 1], &res);
+		if (r < 0) {
+			char q[LOG_QUOTE_BUFSIZE];
+			fprintf(stderr, "tkbox images %s %s: %s\n", verb,
+				log_quote(argv[optind + 1], strlen(argv[optind + 1]), q),
+				diag.msg[0] ? diag.msg : tk_strerror(r));
+			return 1;
+		}
+		print_result(&res);
+		image_result_release(&res);
+		return 0;
+	}
+	images_usage(stderr);
+	return 2;
+}

@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef TKBOX_IMAGE_IMAGE_H
+#define TKBOX_IMAGE_IMAGE_H
+
+#include "image/flatten.h"
+#include "image/ref.h"
+#include "image/util.h"
+
+/*
+ * Images for boxes: resolve a reference to a cached, read-only ext4 root
+ * file system and the defaults its config names (Env, WorkingDir, User).
+ *
+ * Cache policy (see docs/images.md): a registry reference (tag or digest)
+ * that was resolved before for the same platform is served from the cache
+ * without any network access: tags are pinned to the digest recorded at
+ * the first pull until `tkbox images pull REF` (opts.refresh) looks again.
+ * Local sources (oci:, oci-archive:, docker-archive:) are read again each
+ * time (offline), but their ext4 is reused when the config digest matches.
+ *
+ * Each root directory roots/<config hex>/ holds rootfs.ext4 and image.json:
+ *   {"schema":"tkbox.image.v1","ref":..,"platform":..,"manifest":"sha256:..",
+ *    "config":"sha256:..","layers":["sha256:..",..],"env":[..],
+ *    "working_dir":"/..."|null,"user":".."|null,"rootfs":"rootfs.ext4","rootfs_bytes":N}
+ */
+
+#define IMAGE_DEFAULT_PLATFORM "linux/amd64"
+#define IMAGE_MAX_IMAGE_JSON ((size_t)4 << 20)
+#define IMAGE_MAX_LOCAL_META ((size_t)4 << 20) /* index.json / manifest.json in a local source */
+
+struct image_opts {
+	const char *state_dir; /* the cache is <state_dir>/images */
+	const char *platform; /* NULL: linux/amd64; or linux/arm64 */
+	const char *auth_file; /* --registry-auth: docker config.json */
+	const char *ca_file; /* --registry-ca: PEM bundle */
+	bool refresh; /* ask the registry again for a cached tag */
+	int progress_fd; /* >= 0: progress line there (pass it only for a terminal) */
+	const struct flatten_limits *limits; /* NULL: defaults */
+	struct image_diag *diag; /* receives the reason of a failure; may be NULL */
+};
+
+struct image_result {
+	char *ext4_path; /* <state>/images/roots/<hex>/rootfs.ext4 */
+	char *json_path; /* its image.json */
+	char *config_digest;
+	char *manifest_digest;
+	char **env;
+	size_t n_env;
+	char *working_dir; /* NULL: "/" */
+	char *user; /* NULL: root */
+	bool from_cache; /* no blob was fetched and no ext4 built */
+};
+
+_wur_ int image_resolve(const struct image_opts *o, const char *ref, struct image_result *ret);
+void image_result_release(struct image_result *r);
+
+/*
+ * image_resolve in a separate process, for callers that hold keys or
+ * secrets (the daemon): the code that parses registry answers and layer
+ * bytes then never shares their address space (docs/images.md). Runs
+ * `EXE images --state S [--platform P] [--registry-auth F] [--registry-ca F]
+ * -- resolve|pull REF` with a minimal environment and loads the image.json
+ * it names. exe is the tkbox binary ("/proc/self/exe" from tkbox itself).
+ * o->progress_fd and o->limits are not passed on. The child's error goes
+ * to o->diag.
+ */
+_wur_ int image_resolve_exec(const char *exe, const struct image_opts *o, const char *ref, struct image_result *ret);
+
+/* Read an image.json (as the daemon does) into a result. */
+_wur_ int image_result_load(const char *json_path, struct image_result *ret);
+
+struct image_entry {
+	char *ref;
+	char *platform;
+	char *config;
+	uint64_t rootfs_bytes; /* 0 when the root is missing */
+};
+_wur_ int image_list(const char *state_dir, struct image_entry **ret, size_t *ret_n);
+void image_list_free(struct image_entry *v, size_t n);
+
+/* Remove the root a reference resolves to (and every reference to it). -ENOENT when not cached. */
+_wur_ int image_remove(const char *state_dir, const char *ref, const char *platform, struct image_diag *diag);
+
+struct image_prune_stats {
+	uint64_t blobs;
+	uint64_t bytes;
+	uint64_t tmp;
+	uint64_t refs;
+};
+/* Remove unreferenced blobs, stale refs and leftovers in tmp/ (waits for running pulls). */
+_wur_ int image_prune(const char *state_dir, struct image_prune_stats *ret);
+
+#endif

@@ -1,0 +1,176 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "banned.h"
+#include "image/util.h"
+
+void image_diag_set(struct image_diag *d, const char *fmt, ...)
+{
+	va_list ap;
+	if (!d) {
+		return;
+	}
+	va_start(ap, fmt);
+	(void)vsnprintf(d->msg, sizeof(d->msg), fmt, ap);
+	va_end(ap);
+}
+
+int image_find_program(const char *name, char **ret)
+{
+	static const char *const dirs[] = { "/usr/sbin", "/sbin", "/usr/bin", "/bin" };
+	for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
+		char *p = NULL;
+		if (asprintf(&p, "%s/%s", dirs[i], name) < 0) {
+			return -ENOMEM;
+		}
+		if (access(p, X_OK) == 0) {
+			*ret = p;
+			return 0;
+		}
+		free(p);
+	}
+	return -ENOENT;
+}
+
+static int drain(int fd, struct buf *b, bool *open)
+{
+	uint8_t tmp[16384];
+	ssize_t n = RETRY_EINTR(read(fd, tmp, sizeof(tmp)));
+	if (n < 0) {
+		return negative_errno();
+	}
+	if (n == 0) {
+		*open = false;
+		return 0;
+	}
+	return buf_put(b, tmp, (size_t)n);
+}
+
+int image_run(char *const argv[], char *const envp[], const char *cwd, struct buf *out, struct buf *err)
+{
+	int po[2] = { -1, -1 }, pe[2] = { -1, -1 };
+	int r = 0, status;
+	bool oo, eo;
+	pid_t pid;
+
+	if (pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0) {
+		r = negative_errno();
+		goto out_close;
+	}
+	pid = fork();
+	if (pid < 0) {
+		r = negative_errno();
+		goto out_close;
+	}
+	if (pid == 0) {
+		int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
+		if (nul < 0 || dup2(nul, 0) < 0 || dup2(out ? po[1] : nul, 1) < 0 || dup2(err ? pe[1] : nul, 2) < 0) {
+			_exit(127);
+		}
+		if (cwd && chdir(cwd) < 0) {
+			_exit(127);
+		}
+		execve(argv[0], argv, envp);
+		_exit(127);
+	}
+	(void)close(po[1]);
+	(void)close(pe[1]);
+	po[1] = pe[1] = -1;
+	oo = out != NULL;
+	eo = err != NULL;
+	while (oo || eo) {
+		struct pollfd pf[2] = { { .fd = oo ? po[0] : -1, .events = POLLIN },
+					{ .fd = eo ? pe[0] : -1, .events = POLLIN } };
+		if (RETRY_EINTR(poll(pf, 2, -1)) < 0) {
+			r = negative_errno();
+			break;
+		}
+		if (oo && (pf[0].revents & (POLLIN | POLLHUP | POLLERR))) {
+			r = drain(po[0], out, &oo);
+			if (r < 0) {
+				break;
+			}
+		}
+		if (eo && (pf[1].revents & (POLLIN | POLLHUP | POLLERR))) {
+			r = drain(pe[0], err, &eo);
+			if (r < 0) {
+				break;
+			}
+		}
+	}
+	if (r < 0) {
+		(void)kill(pid, SIGKILL);
+	}
+	if (RETRY_EINTR(waitpid(pid, &status, 0)) < 0 && r >= 0) {
+		r = negative_errno();
+	}
+	if (r >= 0) {
+		r = WIFEXITED(status) ? WEXITSTATUS(status) : -ECHILD;
+	}
+out_close:
+	for (int i = 0; i < 2; i++) {
+		closep(&po[i]);
+		closep(&pe[i]);
+	}
+	return r;
+}
+
+static int fd_of(DIR *d)
+{
+	return dirfd(d);
+}
+
+int image_rm_rf_at(int dirfd, const char *name)
+{
+	struct stat st;
+	int fd, r = 0;
+	DIR *d;
+	struct dirent *de;
+
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		return errno == ENOENT ? 0 : negative_errno();
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		if (unlinkat(dirfd, name, 0) < 0 && errno != ENOENT) {
+			return negative_errno();
+		}
+		return 0;
+	}
+	fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		return negative_errno();
+	}
+	/* a directory we extracted may lack write/exec permission for us: fix that first */
+	(void)fchmod(fd, 0700);
+	d = fdopendir(fd);
+	if (!d) {
+		r = negative_errno();
+		(void)close(fd);
+		return r;
+	}
+	while ((de = readdir(d))) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) {
+			continue;
+		}
+		r = image_rm_rf_at(fd_of(d), de->d_name);
+		if (r < 0) {
+			break;
+		}
+	}
+	(void)closedir(d);
+	if (r < 0) {
+		return r;
+	}
+	if (unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT) {
+		return negative_errno();
+	}
+	return 0;
+}

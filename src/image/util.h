@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef TKBOX_IMAGE_UTIL_H
+#define TKBOX_IMAGE_UTIL_H
+
+#include <sys/types.h>
+
+#include "buf.h"
+
+/*
+ * Helpers shared by the image builder and the workspace builder: running a
+ * host tool (mkfs.ext4, debugfs, git) with an explicit environment, removing
+ * a tree without following symlinks, and the error detail callers show.
+ */
+
+/* A diagnostic the top layer prints: set by the library, never logged by it. */
+#define IMAGE_DIAG_MAX 512
+struct image_diag {
+	char msg[IMAGE_DIAG_MAX];
+};
+void image_diag_set(struct image_diag *d, const char *fmt, ...) _printf_(2, 3);
+
+/*
+ * Run argv[0] (an absolute path) with exactly envp, stdin from /dev/null, in
+ * cwd (NULL: inherit). stdout goes to out (NULL: /dev/null), stderr to err
+ * (NULL: /dev/null); each is capped by its buffer's max_size (-E2BIG past
+ * it, the child is killed). Returns the exit status (0..255) or -errno;
+ * a child killed by a signal is -ECHILD.
+ */
+_wur_ int image_run(char *const argv[], char *const envp[], const char *cwd, struct buf *out, struct buf *err);
+
+/* Remove name beneath dirfd and everything below it, never following a symlink. ENOENT is success. */
+_wur_ int image_rm_rf_at(int dirfd, const char *name);
+
+/* Find a program in /usr/sbin, /sbin, /usr/bin, /bin: new string, -ENOENT when absent. */
+_wur_ int image_find_program(const char *name, char **ret);
+
+#endif

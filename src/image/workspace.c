@@ -1,0 +1,449 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include "banned.h"
+#include "image/ext4.h"
+#include "image/workspace.h"
+#include "log.h"
+#include "path.h"
+
+static bool ends_with(const char *s, size_t n, const char *suffix)
+{
+	size_t k = strlen(suffix);
+	return n >= k && strncasecmp(s + n - k, suffix, k) == 0;
+}
+
+static bool seg_is(const char *s, size_t n, const char *name)
+{
+	return strlen(name) == n && strncasecmp(s, name, n) == 0;
+}
+
+static bool is_example(const char *b, size_t n)
+{
+	static const char *const ok[] = { ".example", ".sample", ".template", ".dist", ".defaults", ".tmpl" };
+	for (size_t i = 0; i < ARRAY_SIZE(ok); i++) {
+		if (ends_with(b, n, ok[i])) {
+			return true;
+		}
+	}
+	return false;
+}
+
+const char *workspace_credential_rule(const char *rel)
+{
+	/* a directory anywhere in the path that holds credentials as a whole */
+	static const char *const dirs[] = { ".ssh", ".aws", ".azure", ".gnupg", ".password-store" };
+	/* exact file names */
+	static const char *const names[] = {
+		".netrc",
+		"_netrc",
+		".npmrc",
+		".pypirc",
+		".git-credentials",
+		".htpasswd",
+		".pgpass",
+		".my.cnf",
+		".boto",
+		".s3cfg",
+		".dockercfg",
+		".vault-token",
+		".yarnrc",
+		".gem-credentials",
+		"kubeconfig",
+		"application_default_credentials.json",
+		"credentials.toml",
+	};
+	/* file name suffixes */
+	static const char *const suffixes[] = {
+		".pem",	     ".key",	     ".p12",	    ".pfx",	".jks",
+		".keystore", ".ppk",	     ".kdbx",	    ".tfstate", ".tfstate.backup",
+		".tfvars",   ".tfvars.json", ".kubeconfig",
+	};
+	static const char *const ssh_keys[] = { "id_rsa",      "id_dsa",	"id_ecdsa", "id_ed25519",
+						"id_ecdsa_sk", "id_ed25519_sk", "identity" };
+	const char *segs[PATH_MAX_DEPTH + 1];
+	size_t lens[PATH_MAX_DEPTH + 1], ns = 0;
+	const char *b;
+	size_t bn;
+
+	for (const char *p = rel; *p && ns <= PATH_MAX_DEPTH;) {
+		const char *e = strchr(p, '/');
+		size_t n = e ? (size_t)(e - p) : strlen(p);
+		segs[ns] = p;
+		lens[ns++] = n;
+		p = e ? e + 1 : p + n;
+	}
+	if (ns == 0) {
+		return NULL;
+	}
+	for (size_t i = 0; i + 1 < ns; i++) {
+		for (size_t k = 0; k < ARRAY_SIZE(dirs); k++) {
+			if (seg_is(segs[i], lens[i], dirs[k])) {
+				return dirs[k];
+			}
+		}
+		if (seg_is(segs[i], lens[i], ".config") && seg_is(segs[i + 1], lens[i + 1], "gcloud") && i + 2 < ns) {
+			return ".config/gcloud/";
+		}
+	}
+	b = segs[ns - 1];
+	bn = lens[ns - 1];
+	if (ns >= 2 && seg_is(segs[ns - 2], lens[ns - 2], ".docker") && seg_is(b, bn, "config.json")) {
+		return ".docker/config.json";
+	}
+	if (ns >= 2 && seg_is(segs[ns - 2], lens[ns - 2], ".kube") && seg_is(b, bn, "config")) {
+		return ".kube/config";
+	}
+	if (ns >= 2 && (seg_is(segs[ns - 2], lens[ns - 2], ".cargo") || seg_is(segs[ns - 2], lens[ns - 2], ".gem")) &&
+	    seg_is(b, bn, "credentials")) {
+		return "credentials";
+	}
+	if (bn >= 4 && strncasecmp(b, ".env", 4) == 0 && !is_example(b, bn)) {
+		return ".env*";
+	}
+	for (size_t k = 0; k < ARRAY_SIZE(names); k++) {
+		if (seg_is(b, bn, names[k])) {
+			return names[k];
+		}
+	}
+	for (size_t k = 0; k < ARRAY_SIZE(suffixes); k++) {
+		if (ends_with(b, bn, suffixes[k])) {
+			return suffixes[k];
+		}
+	}
+	for (size_t k = 0; k < ARRAY_SIZE(ssh_keys); k++) {
+		size_t kl = strlen(ssh_keys[k]);
+		if (bn >= kl && strncasecmp(b, ssh_keys[k], kl) == 0 && !ends_with(b, bn, ".pub") &&
+		    (bn == kl || b[kl] == '.' || b[kl] == '_' || b[kl] == '-')) {
+			return "id_* (SSH private key)";
+		}
+	}
+	if (ends_with(b, bn, ".json") &&
+	    (memmem(b, bn, "credentials", 11) || memmem(b, bn, "client_secret", 13) ||
+	     memmem(b, bn, "service-account", 15) || memmem(b, bn, "service_account", 15))) {
+		return "*credentials*.json";
+	}
+	return NULL;
+}
+
+static void notice(const struct workspace_opts *o, const char *rel, const char *why)
+{
+	if (o->notice) {
+		o->notice(o->userdata, rel, why);
+	}
+}
+
+struct ws_meta {
+	int stagefd;
+	uint32_t uid, gid;
+};
+
+static bool ws_meta_cb(void *ud, const char *rel, struct flatten_meta *ret)
+{
+	struct ws_meta *m = ud;
+	struct stat st;
+	if (fstatat(m->stagefd, rel[0] ? rel : ".", &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		return false;
+	}
+	*ret = (struct flatten_meta){ .uid = m->uid, .gid = m->gid, .mode = (uint32_t)st.st_mode };
+	return true;
+}
+
+static int mkparents(int stagefd, const char *rel)
+{
+	_cleanup_free_ char *p = strdup(rel);
+	if (!p) {
+		return -ENOMEM;
+	}
+	for (char *s = p; (s = strchr(s, '/')); s++) {
+		*s = '\0';
+		if (mkdirat(stagefd, p, 0755) < 0 && errno != EEXIST) {
+			return negative_errno();
+		}
+		*s = '/';
+	}
+	return 0;
+}
+
+static int copy_one(const struct workspace_opts *o, int srcfd, int stagefd, const char *rel, struct workspace_stats *st,
+		    uint64_t max_bytes)
+{
+	_cleanup_free_ char *parent = NULL;
+	_cleanup_close_ int pfd = -1, in = -1, out = -1;
+	const char *slash = strrchr(rel, '/'), *base = slash ? slash + 1 : rel;
+	struct stat s;
+	int r;
+
+	parent = slash ? strndup(rel, (size_t)(slash - rel)) : strdup(".");
+	if (!parent) {
+		return -ENOMEM;
+	}
+	/* the parent is opened without following any symlink: a listed path never leads out of the checkout */
+	pfd = strcmp(parent, ".") == 0 ? fcntl(srcfd, F_DUPFD_CLOEXEC, 3)
+				       : safe_openat(srcfd, parent, O_RDONLY | O_DIRECTORY, 0);
+	if (pfd < 0) {
+		notice(o, rel, pfd == -ELOOP ? "parent is a symbolic link" : "cannot open its directory");
+		st->skipped++;
+		return 0;
+	}
+	if (fstatat(pfd, base, &s, AT_SYMLINK_NOFOLLOW) < 0) {
+		st->skipped++; /* listed by git but deleted since */
+		return 0;
+	}
+	if (S_ISLNK(s.st_mode)) {
+		char target[PATH_MAX_LEN + 1];
+		ssize_t n = readlinkat(pfd, base, target, sizeof(target));
+		if (n < 0 || (size_t)n >= sizeof(target)) {
+			notice(o, rel, "unreadable or over-long symbolic link");
+			st->skipped++;
+			return 0;
+		}
+		target[n] = '\0';
+		if ((r = mkparents(stagefd, rel)) < 0) {
+			return r;
+		}
+		if (symlinkat(target, stagefd, rel) < 0) {
+			return negative_errno();
+		}
+		st->symlinks++;
+		return 0;
+	}
+	if (!S_ISREG(s.st_mode)) {
+		notice(o, rel,
+		       S_ISDIR(s.st_mode) ? "a directory (submodule or nested repository)" : "not a regular file");
+		st->skipped++;
+		return 0;
+	}
+	in = openat(pfd, base, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (in < 0) {
+		notice(o, rel, "unreadable");
+		st->skipped++;
+		return 0;
+	}
+	if ((r = mkparents(stagefd, rel)) < 0) {
+		return r;
+	}
+	out = openat(stagefd, rel, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+		     (s.st_mode & S_IXUSR) ? 0755 : 0644);
+	if (out < 0) {
+		return negative_errno();
+	}
+	/* umask may have narrowed it; the image wants exactly 0644/0755 */
+	if (fchmod(out, (s.st_mode & S_IXUSR) ? 0755 : 0644) < 0) {
+		return negative_errno();
+	}
+	for (;;) {
+		uint8_t tmp[65536];
+		ssize_t n = RETRY_EINTR(read(in, tmp, sizeof(tmp)));
+		if (n < 0) {
+			return negative_errno();
+		}
+		if (n == 0) {
+			break;
+		}
+		st->bytes += (uint64_t)n;
+		if (st->bytes > max_bytes) {
+			image_diag_set(o->diag, "workspace larger than WORKSPACE_MAX_BYTES (%llu bytes)",
+				       (unsigned long long)max_bytes);
+			return -EFBIG;
+		}
+		for (ssize_t off = 0; off < n;) {
+			ssize_t w = RETRY_EINTR(write(out, tmp + off, (size_t)(n - off)));
+			if (w < 0) {
+				return negative_errno();
+			}
+			off += w;
+		}
+	}
+	st->files++;
+	return 0;
+}
+
+static int run_git(const struct workspace_opts *o, const char *dir, const char *home, struct buf *out)
+{
+	_cleanup_free_ char *git = NULL, *safe = NULL, *env_home = NULL, *env_xdg = NULL;
+	_cleanup_buf_ struct buf *err = NULL;
+	int r = image_find_program("git", &git);
+	if (r < 0) {
+		image_diag_set(o->diag, "git not found");
+		return r;
+	}
+	if (asprintf(&safe, "safe.directory=%s", dir) < 0 || asprintf(&env_home, "HOME=%s", home) < 0 ||
+	    asprintf(&env_xdg, "XDG_CONFIG_HOME=%s", home) < 0) {
+		return -ENOMEM;
+	}
+	r = buf_new(16 << 10, 0, &err);
+	if (r < 0) {
+		return r;
+	}
+	{
+		char *argv[] = { git,
+				 "-c",
+				 "core.fsmonitor=false",
+				 "-c",
+				 "core.hooksPath=/dev/null",
+				 "-c",
+				 "core.untrackedCache=false",
+				 "-c",
+				 safe,
+				 "--no-pager",
+				 "-C",
+				 (char *)dir,
+				 "ls-files",
+				 "-z",
+				 "--cached",
+				 "--others",
+				 "--exclude-standard",
+				 NULL };
+		char *envp[] = { "PATH=/usr/bin:/bin",
+				 env_home,
+				 env_xdg,
+				 "GIT_CONFIG_NOSYSTEM=1",
+				 "GIT_CONFIG_GLOBAL=/dev/null",
+				 "GIT_TERMINAL_PROMPT=0",
+				 "GIT_PAGER=cat",
+				 "PAGER=cat",
+				 "GIT_OPTIONAL_LOCKS=0",
+				 "LC_ALL=C",
+				 NULL };
+		r = image_run(argv, envp, NULL, out, err);
+	}
+	if (r == -E2BIG) {
+		image_diag_set(o->diag, "git's file list is larger than WORKSPACE_MAX_LISTING");
+		return r;
+	}
+	if (r != 0) {
+		char q[LOG_QUOTE_BUFSIZE];
+		image_diag_set(o->diag, "git ls-files failed (%d): %s", r, log_quote(buf_ptr(err), buf_len(err), q));
+		return r < 0 ? r : -EIO;
+	}
+	return 0;
+}
+
+int workspace_build(const struct workspace_opts *o, struct workspace_stats *ret)
+{
+	struct workspace_stats st = { 0 };
+	uint64_t max_files = o->max_files ? o->max_files : WORKSPACE_MAX_FILES;
+	uint64_t max_bytes = o->max_bytes ? o->max_bytes : WORKSPACE_MAX_BYTES;
+	_cleanup_free_ char *dir = NULL, *stage = NULL, *outdir = NULL;
+	_cleanup_buf_ struct buf *list = NULL;
+	_cleanup_close_ int srcfd = -1, stagefd = -1;
+	char home[] = "/tmp/tkbox-ws-home-XXXXXX";
+	bool home_made = false;
+	uint64_t listed = 0;
+	struct ws_meta wm;
+	int r;
+
+	dir = realpath(o->dir, NULL);
+	if (!dir) {
+		r = negative_errno();
+		image_diag_set(o->diag, "workspace directory: %s", tk_strerror(r));
+		return r;
+	}
+	srcfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (srcfd < 0) {
+		return negative_errno();
+	}
+	if (!mkdtemp(home)) {
+		return negative_errno();
+	}
+	home_made = true;
+	r = buf_new(WORKSPACE_MAX_LISTING, 0, &list);
+	if (r < 0) {
+		goto out;
+	}
+	r = run_git(o, dir, home, list);
+	if (r < 0) {
+		goto out;
+	}
+	{
+		const char *slash = strrchr(o->out, '/');
+		outdir = slash ? strndup(o->out, (size_t)(slash - o->out) + 1) : strdup("./");
+		if (!outdir || asprintf(&stage, "%s.tkbox-ws-XXXXXX", outdir) < 0) {
+			stage = NULL;
+			r = -ENOMEM;
+			goto out;
+		}
+		if (!mkdtemp(stage)) {
+			r = negative_errno();
+			free(stage);
+			stage = NULL;
+			goto out;
+		}
+		stagefd = open(stage, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (stagefd < 0 || fchmod(stagefd, 0755) < 0) {
+			r = negative_errno();
+			goto out;
+		}
+	}
+	for (const char *p = (const char *)buf_ptr(list), *end = p + buf_len(list); p < end;) {
+		const char *z = memchr(p, '\0', (size_t)(end - p));
+		size_t n = z ? (size_t)(z - p) : (size_t)(end - p);
+		_cleanup_free_ char *rel = strndup(p, n);
+		const char *rule;
+		bool ctl = false, git = false;
+		p += n + 1;
+		if (!rel) {
+			r = -ENOMEM;
+			goto out;
+		}
+		if (++listed > max_files) {
+			image_diag_set(o->diag, "workspace has more than WORKSPACE_MAX_FILES (%llu) files",
+				       (unsigned long long)max_files);
+			r = -E2BIG;
+			goto out;
+		}
+		for (size_t i = 0; i < n; i++) {
+			ctl = ctl || (unsigned char)rel[i] < 0x20 || rel[i] == 0x7f;
+		}
+		for (const char *s = rel; s; s = strchr(s, '/') ? strchr(s, '/') + 1 : NULL) {
+			git = git || (strncmp(s, ".git", 4) == 0 && (s[4] == '/' || s[4] == '\0'));
+		}
+		if (ctl || path_verify(rel, n) < 0) {
+			notice(o, rel, "unusable name");
+			st.skipped++;
+			continue;
+		}
+		if (git) {
+			notice(o, rel, ".git");
+			st.skipped++;
+			continue;
+		}
+		rule = workspace_credential_rule(rel);
+		if (rule) {
+			notice(o, rel, rule);
+			st.credentials++;
+			continue;
+		}
+		r = copy_one(o, srcfd, stagefd, rel, &st, max_bytes);
+		if (r < 0) {
+			if (!o->diag || !o->diag->msg[0]) {
+				char q[LOG_QUOTE_BUFSIZE];
+				image_diag_set(o->diag, "copying %s: %s", log_quote(rel, strlen(rel), q),
+					       tk_strerror(r));
+			}
+			goto out;
+		}
+	}
+	wm = (struct ws_meta){ .stagefd = stagefd, .uid = o->uid, .gid = o->gid };
+	r = ext4_build(stage, o->out, "tkbox-ws", ws_meta_cb, &wm, NULL, o->diag);
+	if (r >= 0) {
+		*ret = st;
+	}
+out:
+	if (stage) {
+		int tfd = open(outdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (tfd >= 0) {
+			(void)image_rm_rf_at(tfd, strrchr(stage, '/') ? strrchr(stage, '/') + 1 : stage);
+			(void)close(tfd);
+		}
+	}
+	if (home_made) {
+		(void)rmdir(home);
+	}
+	return r;
+}

@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef TKBOX_IMAGE_WORKSPACE_H
+#define TKBOX_IMAGE_WORKSPACE_H
+
+#include "image/util.h"
+
+/*
+ * The workspace image: a snapshot of a git checkout as an ext4 file system
+ * (the read-only lower layer of /workspace in the guest).
+ *
+ * What goes in: `git ls-files -z --cached --others --exclude-standard` run in
+ * DIR (tracked files plus untracked files git does not ignore), minus:
+ *   - anything with a ".git" path segment (the git dir, gitlinks' .git files)
+ *   - credential files, even when tracked (workspace_credential_rule)
+ *   - directories (submodules, nested repositories), device files, FIFOs
+ *   - names with control characters
+ * Regular files are copied (mode 0644, or 0755 when the owner may execute);
+ * symlinks are copied as links with their target unchanged, never followed.
+ *
+ * git runs with an explicit environment: GIT_CONFIG_NOSYSTEM=1,
+ * GIT_CONFIG_GLOBAL=/dev/null, HOME and XDG_CONFIG_HOME an empty temp dir,
+ * no pager, no terminal prompt, and -c core.fsmonitor=false
+ * -c core.hooksPath=/dev/null -c core.untrackedCache=false
+ * -c safe.directory=DIR, so no config names a program it would run.
+ */
+
+#define WORKSPACE_MAX_FILES 200000 /* entries git lists */
+#define WORKSPACE_MAX_BYTES ((uint64_t)4 << 30) /* file bytes copied */
+#define WORKSPACE_MAX_LISTING ((size_t)64 << 20) /* git's output */
+
+struct workspace_opts {
+	const char *dir; /* the checkout */
+	const char *out; /* the ext4 to create (must not exist) */
+	uint32_t uid, gid; /* owner of every file in the image */
+	uint64_t max_files; /* 0: WORKSPACE_MAX_FILES */
+	uint64_t max_bytes; /* 0: WORKSPACE_MAX_BYTES */
+	/* told about each path left out and why (may be NULL) */
+	void (*notice)(void *userdata, const char *rel, const char *why);
+	void *userdata;
+	struct image_diag *diag;
+};
+
+struct workspace_stats {
+	uint64_t files;
+	uint64_t symlinks;
+	uint64_t bytes;
+	uint64_t credentials; /* left out as credential files */
+	uint64_t skipped; /* left out for another reason */
+};
+
+_wur_ int workspace_build(const struct workspace_opts *o, struct workspace_stats *ret);
+
+/*
+ * The credential-file rule that matches a relative path ("a/b/.env"), or
+ * NULL. Pure. The list is in docs/limits.md; matching is on path segments
+ * and is case-insensitive.
+ */
+const char *workspace_credential_rule(const char *rel);
+
+#endif
