@@ -1,0 +1,535 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The signer's verbs and state (src/signer/service.c) without a socket: a
+ * fresh state dir, the default policy, a real SQLite store. The test plays
+ * the commit thread itself (take pending, commit, report durable).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "crypto.h"
+#include "signer/config.h"
+#include "signer/policy.h"
+#include "signer/service.h"
+#include "signer/store.h"
+#include "verify/record.h"
+
+#include "banned.h"
+
+struct fixture {
+	char dir[64];
+	struct signer_config cfg;
+	struct signer_keys keys;
+	struct policy *policy;
+	struct store *store;
+	struct service *svc;
+	struct caller me;
+	int n;
+};
+
+static void commit(struct fixture *f)
+{
+	struct store_item *items;
+	char err[256];
+	size_t n;
+
+	service_take_pending(f->svc, &items, &n);
+	for (size_t i = 0; i < n; i++) {
+		assert_int_equal(service_sign_item(&f->keys, &items[i]), 0);
+	}
+	assert_int_equal(store_commit(f->store, items, n, err, sizeof(err)), 0);
+	for (size_t i = 0; i < n; i++) {
+		store_item_release(&items[i]);
+	}
+	free(items);
+	service_durable(f->svc, service_assigned_count(f->svc), 0);
+}
+
+/* Send one request (JSON text) as caller c; returns the reply body (commits first, as the server would). */
+static json_t *rpc_as(struct fixture *f, const struct caller *c, const char *text)
+{
+	struct rpc_request req = { 0 };
+	struct service_reply rep = { 0 };
+	enum rpc_err e;
+	char msg[256];
+	json_t *body;
+
+	if (rpc_request_parse(text, strlen(text), &req, &e, msg, sizeof(msg)) < 0) {
+		return rpc_error_new(e, msg);
+	}
+	service_handle(f->svc, c, &req, -1, &rep);
+	rpc_request_release(&req);
+	assert_true(rep.need <= service_assigned_count(f->svc));
+	commit(f);
+	assert_true(rep.need <= service_durable_count(f->svc));
+	body = rep.body;
+	rep.body = NULL;
+	service_reply_release(&rep);
+	assert_non_null(body);
+	return body;
+}
+
+static json_t *rpc(struct fixture *f, const char *fmt, ...) _printf_(2, 3);
+static json_t *rpc(struct fixture *f, const char *fmt, ...)
+{
+	char *text = NULL;
+	json_t *r;
+	va_list ap;
+
+	va_start(ap, fmt);
+	assert_true(vasprintf(&text, fmt, ap) > 0);
+	va_end(ap);
+	r = rpc_as(f, &f->me, text);
+	free(text);
+	return r;
+}
+
+static const char *err_code(const json_t *r)
+{
+	json_t *e = json_object_get(r, "error");
+	return e ? json_string_value(json_object_get(e, "code")) : NULL;
+}
+
+static const char *s(const json_t *o, const char *k)
+{
+	const char *v = json_string_value(json_object_get(o, k));
+	return v ? v : "";
+}
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+	char err[512], *path = NULL;
+
+	assert_non_null(f);
+	snprintf(f->dir, sizeof(f->dir), "/tmp/tks-unit.XXXXXX");
+	assert_non_null(mkdtemp(f->dir));
+	assert_int_equal(signer_init_dir(f->dir, SIGNER_MODE_DEV, NULL, err, sizeof(err)), 0);
+	/* init refuses to run twice on one dir. */
+	assert_int_equal(signer_init_dir(f->dir, SIGNER_MODE_DEV, NULL, err, sizeof(err)), -EEXIST);
+	assert_int_equal(signer_config_load(f->dir, "/tmp/unused.sock", &f->cfg, err, sizeof(err)), 0);
+	assert_int_equal(signer_keys_load(f->dir, &f->keys), 0);
+	assert_int_equal(
+		policy_load(policy_default_yaml(), strlen(policy_default_yaml()), &f->policy, err, sizeof(err)), 0);
+	assert_true(asprintf(&path, "%s/store.db", f->dir) > 0);
+	assert_int_equal(store_open(path, true, &f->store, err, sizeof(err)), 0);
+	free(path);
+	assert_int_equal(service_new(&f->cfg, &f->keys, f->policy, f->store, &f->svc, err, sizeof(err)), 0);
+	commit(f); /* the signer.epoch of a fresh log */
+	assert_int_equal(service_durable_count(f->svc), 1);
+	f->me = (struct caller){ .uid = getuid(), .gid = getgid(), .pid = getpid() };
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+	char *cmd = NULL;
+
+	service_free(f->svc);
+	store_close(f->store);
+	policy_free(f->policy);
+	signer_keys_wipe(&f->keys);
+	signer_config_release(&f->cfg);
+	assert_true(asprintf(&cmd, "rm -rf '%s'", f->dir) > 0);
+	assert_int_equal(system(cmd), 0);
+	free(cmd);
+	free(f);
+	return 0;
+}
+
+static json_t *reg(struct fixture *f, const char *rid)
+{
+	json_t *r = rpc(f, "{\"method\":\"register_run\",\"request_id\":\"%s\",\"agent\":{\"name\":\"t\"}}", rid);
+	assert_null(err_code(r));
+	return r;
+}
+
+static json_t *decide(struct fixture *f, const json_t *run, const char *rid, const char *cmd)
+{
+	return rpc(f,
+		   "{\"method\":\"decide\",\"request_id\":\"%s\",\"run_id\":\"%s\",\"run_token\":\"%s\","
+		   "\"tool_call_id\":\"c-%s\",\"tool\":\"Bash\",\"args\":{\"command\":\"%s\"}}",
+		   rid, s(run, "run_id"), s(run, "run_token"), rid, cmd);
+}
+
+static void digest_of(const char *cmd, char out[RECORD_HASH_STRLEN + 1])
+{
+	json_t *o = json_pack("{s:s,s:{s:s}}", "tool", "Bash", "args", "command", cmd);
+	char *jcs = NULL;
+	uint8_t h[32];
+
+	assert_int_equal(json_jcs_string(o, 1 << 20, &jcs), 0);
+	assert_int_equal(sha256(jcs, strlen(jcs), h), 0);
+	record_hash_format(h, out);
+	free(jcs);
+	json_decref(o);
+}
+
+static json_t *complete(struct fixture *f, const json_t *run, const char *rid, const char *did, const char *digest)
+{
+	return rpc(f,
+		   "{\"method\":\"complete\",\"request_id\":\"%s\",\"run_id\":\"%s\",\"run_token\":\"%s\","
+		   "\"decision_id\":\"%s\",\"args_digest\":\"%s\",\"status\":\"ok\",\"exit_status\":0}",
+		   rid, s(run, "run_id"), s(run, "run_token"), did, digest);
+}
+
+static void test_decide_complete(void **state)
+{
+	struct fixture *f = *state;
+	char dg[RECORD_HASH_STRLEN + 1];
+	json_t *run = reg(f, "r1"), *d1, *d2, *r;
+
+	d1 = decide(f, run, "d1", "pkill tkbox-signer");
+	assert_string_equal(s(d1, "decision"), "deny");
+	assert_string_equal(json_string_value(json_array_get(json_object_get(d1, "rule_ids"), 0)), "TK-D007");
+	d2 = decide(f, run, "d2", "echo hi");
+	assert_string_equal(s(d2, "decision"), "allow");
+
+	/* A denied call cannot be completed; a wrong digest is args_mismatch; then once only. */
+	digest_of("echo hi", dg);
+	r = complete(f, run, "c0", s(d1, "decision_id"), dg);
+	assert_string_equal(err_code(r), "forbidden");
+	json_decref(r);
+	digest_of("echo HI", dg);
+	r = complete(f, run, "c1", s(d2, "decision_id"), dg);
+	assert_string_equal(err_code(r), "args_mismatch");
+	json_decref(r);
+	digest_of("echo hi", dg);
+	r = complete(f, run, "c2", s(d2, "decision_id"), dg);
+	assert_null(err_code(r));
+	json_decref(r);
+	r = complete(f, run, "c3", s(d2, "decision_id"), dg);
+	assert_string_equal(err_code(r), "conflict");
+	json_decref(r);
+	r = complete(f, run, "c4", "dnope", dg);
+	assert_string_equal(err_code(r), "unknown_decision");
+	json_decref(r);
+	/* Raw arguments: a JSON text in a string, parsed strictly; unparseable ones are denied. */
+	r = rpc(f,
+		"{\"method\":\"decide\",\"request_id\":\"raw1\",\"run_id\":\"%s\",\"run_token\":\"%s\","
+		"\"tool_call_id\":\"c\",\"tool\":\"Bash\",\"args\":\"{\\\"command\\\":\\\"echo hi\\\"}\"}",
+		s(run, "run_id"), s(run, "run_token"));
+	assert_string_equal(s(r, "decision"), "allow");
+	json_decref(r);
+	r = rpc(f,
+		"{\"method\":\"decide\",\"request_id\":\"raw2\",\"run_id\":\"%s\",\"run_token\":\"%s\","
+		"\"tool_call_id\":\"c\",\"tool\":\"Bash\",\"args\":\"{\\\"command\\\":1,\\\"command\\\":2}\"}",
+		s(run, "run_id"), s(run, "run_token"));
+	assert_string_equal(s(r, "decision"), "deny");
+	assert_string_equal(json_string_value(json_array_get(json_object_get(r, "rule_ids"), 0)), "TK-ARGS-INVALID");
+	json_decref(r);
+	json_decref(d1);
+	json_decref(d2);
+	json_decref(run);
+}
+
+static void test_idempotent(void **state)
+{
+	struct fixture *f = *state;
+	json_t *run = reg(f, "r1"), *again = reg(f, "r1"), *d1, *d1b, *d1c;
+	char err[256];
+
+	assert_string_equal(s(run, "run_id"), s(again, "run_id"));
+	d1 = decide(f, run, "d1", "echo hi");
+	d1b = decide(f, run, "d1", "echo hi");
+	assert_string_equal(s(d1, "decision_id"), s(d1b, "decision_id"));
+	json_decref(d1b);
+	d1b = decide(f, run, "d1", "echo other");
+	assert_string_equal(err_code(d1b), "conflict");
+	json_decref(d1b);
+	/* Replies survive a restart (they are in the store, committed with their records). */
+	assert_int_equal(service_reload(f->svc, err, sizeof(err)), 0);
+	d1c = decide(f, run, "d1", "echo hi");
+	assert_string_equal(s(d1, "decision_id"), s(d1c, "decision_id"));
+	json_decref(d1);
+	json_decref(d1c);
+	json_decref(again);
+	json_decref(run);
+}
+
+static void test_tokens(void **state)
+{
+	struct fixture *f = *state;
+	json_t *run = reg(f, "r1"), *r;
+	struct caller other = f->me;
+
+	r = rpc(f,
+		"{\"method\":\"decide\",\"request_id\":\"x\",\"run_id\":\"%s\",\"run_token\":\"bogus.token\","
+		"\"tool_call_id\":\"c\",\"tool\":\"Bash\",\"args\":{\"command\":\"echo\"}}",
+		s(run, "run_id"));
+	assert_string_equal(err_code(r), "run_token_invalid");
+	json_decref(r);
+	r = rpc(f,
+		"{\"method\":\"decide\",\"request_id\":\"x\",\"run_id\":\"nope\",\"run_token\":\"%s\","
+		"\"tool_call_id\":\"c\",\"tool\":\"Bash\",\"args\":{\"command\":\"echo\"}}",
+		s(run, "run_token"));
+	assert_string_equal(err_code(r), "unknown_run");
+	json_decref(r);
+	/* The token is bound to the caller's uid: another uid cannot use it. */
+	other.uid = f->me.uid + 1;
+	{
+		char *text = NULL;
+		assert_true(
+			asprintf(&text,
+				 "{\"method\":\"decide\",\"request_id\":\"y\",\"run_id\":\"%s\",\"run_token\":\"%s\","
+				 "\"tool_call_id\":\"c\",\"tool\":\"Bash\",\"args\":{\"command\":\"echo\"}}",
+				 s(run, "run_id"), s(run, "run_token")) > 0);
+		r = rpc_as(f, &other, text);
+		free(text);
+	}
+	assert_string_equal(err_code(r), "run_token_invalid");
+	json_decref(r);
+	json_decref(run);
+}
+
+static void test_approvals(void **state)
+{
+	struct fixture *f = *state;
+	char dg[RECORD_HASH_STRLEN + 1];
+	json_t *run = reg(f, "r1"), *d, *a, *r, *l;
+	const char *cmd = "echo \\\"unterminated";
+
+	d = decide(f, run, "d1", cmd);
+	assert_string_equal(s(d, "decision"), "ask");
+	digest_of("echo \"unterminated", dg);
+	r = complete(f, run, "c0", s(d, "decision_id"), dg);
+	assert_string_equal(err_code(r), "forbidden");
+	json_decref(r);
+	a = rpc(f,
+		"{\"method\":\"approval_request\",\"request_id\":\"a1\",\"run_id\":\"%s\",\"run_token\":\"%s\","
+		"\"decision_id\":\"%s\"}",
+		s(run, "run_id"), s(run, "run_token"), s(d, "decision_id"));
+	assert_null(err_code(a));
+	l = rpc(f, "{\"method\":\"approval_list\"}");
+	assert_int_equal(json_array_size(json_object_get(l, "approvals")), 1);
+	json_decref(l);
+	r = rpc(f, "{\"method\":\"approval_wait\",\"approval_id\":\"%s\",\"timeout_ms\":0}", s(a, "approval_id"));
+	assert_string_equal(s(r, "state"), "pending");
+	json_decref(r);
+	r = rpc(f,
+		"{\"method\":\"approval_decide\",\"request_id\":\"ad\",\"approval_id\":\"%s\",\"decision\":"
+		"\"approve\"}",
+		s(a, "approval_id"));
+	assert_string_equal(s(r, "state"), "approved");
+	json_decref(r);
+	r = rpc(f,
+		"{\"method\":\"approval_decide\",\"request_id\":\"ad2\",\"approval_id\":\"%s\",\"decision\":"
+		"\"reject\"}",
+		s(a, "approval_id"));
+	assert_string_equal(err_code(r), "approval_not_pending");
+	json_decref(r);
+	r = rpc(f, "{\"method\":\"approval_wait\",\"approval_id\":\"%s\",\"timeout_ms\":1000}", s(a, "approval_id"));
+	assert_string_equal(s(r, "state"), "approved");
+	json_decref(r);
+	r = complete(f, run, "c1", s(d, "decision_id"), dg);
+	assert_null(err_code(r));
+	json_decref(r);
+	r = rpc(f, "{\"method\":\"approval_wait\",\"approval_id\":\"anope\",\"timeout_ms\":0}");
+	assert_string_equal(err_code(r), "unknown_approval");
+	json_decref(r);
+	json_decref(a);
+	json_decref(d);
+	json_decref(run);
+}
+
+static void test_unsigned_never_stored(void **state)
+{
+	struct fixture *f = *state;
+	json_t *run = reg(f, "r1");
+	struct rpc_request req = { 0 };
+	struct service_reply rep = { 0 };
+	struct store_item *items;
+	char text[512], err[256], msg[256];
+	enum rpc_err e;
+	size_t n;
+
+	snprintf(text, sizeof(text),
+		 "{\"method\":\"close_run\",\"request_id\":\"c\",\"run_id\":\"%s\",\"run_token\":\"%s\"}",
+		 s(run, "run_id"), s(run, "run_token"));
+	assert_int_equal(rpc_request_parse(text, strlen(text), &req, &e, msg, sizeof(msg)), 0);
+	service_handle(f->svc, &f->me, &req, -1, &rep);
+	rpc_request_release(&req);
+	service_reply_release(&rep);
+	service_take_pending(f->svc, &items, &n);
+	assert_true(n >= 3);
+	/* The store refuses a record that was chained but not signed. */
+	assert_true(store_commit(f->store, items, n, err, sizeof(err)) < 0);
+	/* A record whose event changed after it was hashed is never signed. */
+	assert_int_equal(json_object_set_new(items[0].event, "ts", json_string("2000-01-01T00:00:00.000000Z")), 0);
+	assert_int_equal(service_sign_item(&f->keys, &items[0]), -EBADMSG);
+	for (size_t i = 0; i < n; i++) {
+		store_item_release(&items[i]);
+	}
+	free(items);
+	assert_int_equal(service_reload(f->svc, err, sizeof(err)), 0);
+	json_decref(run);
+}
+
+static void test_reload_drops_uncommitted(void **state)
+{
+	struct fixture *f = *state;
+	json_t *run = reg(f, "r1"), *d;
+	struct rpc_request req = { 0 };
+	struct service_reply rep = { 0 };
+	uint64_t durable = service_durable_count(f->svc);
+	char text[1024], err[256], msg[256];
+	enum rpc_err e;
+
+	/* A decision whose commit "fails": it is never acknowledged and the log forgets it. */
+	snprintf(text, sizeof(text),
+		 "{\"method\":\"decide\",\"request_id\":\"lost\",\"run_id\":\"%s\",\"run_token\":\"%s\","
+		 "\"tool_call_id\":\"c\",\"tool\":\"Bash\",\"args\":{\"command\":\"echo\"}}",
+		 s(run, "run_id"), s(run, "run_token"));
+	assert_int_equal(rpc_request_parse(text, strlen(text), &req, &e, msg, sizeof(msg)), 0);
+	service_handle(f->svc, &f->me, &req, -1, &rep);
+	rpc_request_release(&req);
+	assert_true(rep.need > durable);
+	service_reply_release(&rep);
+	{
+		struct store_item *items;
+		size_t n;
+		service_take_pending(f->svc, &items, &n);
+		for (size_t i = 0; i < n; i++) {
+			store_item_release(&items[i]);
+		}
+		free(items);
+	}
+	assert_int_equal(service_reload(f->svc, err, sizeof(err)), 0);
+	assert_int_equal(service_assigned_count(f->svc), durable);
+	/* The same request id is not replayed (it was never recorded): it is decided anew, at the next seq. */
+	d = decide(f, run, "lost", "echo");
+	assert_null(err_code(d));
+	assert_int_equal(service_durable_count(f->svc), durable + 1);
+	json_decref(d);
+	json_decref(run);
+}
+
+static void test_close_and_export(void **state)
+{
+	struct fixture *f = *state;
+	json_t *run = reg(f, "r1"), *r, *d;
+
+	r = rpc(f,
+		"{\"method\":\"observe\",\"request_id\":\"o1\",\"run_id\":\"%s\",\"run_token\":\"%s\",\"kind\":\"tkbox."
+		"egress\","
+		"\"data\":{\"host\":\"example.org\"}}",
+		s(run, "run_id"), s(run, "run_token"));
+	assert_null(err_code(r));
+	json_decref(r);
+	r = rpc(f,
+		"{\"method\":\"observe\",\"request_id\":\"o2\",\"run_id\":\"%s\",\"run_token\":\"%s\",\"kind\":\"tkbox."
+		"nope\","
+		"\"data\":{}}",
+		s(run, "run_id"), s(run, "run_token"));
+	assert_string_equal(err_code(r), "invalid_request");
+	json_decref(r);
+	r = rpc(f, "{\"method\":\"close_run\",\"request_id\":\"cl\",\"run_id\":\"%s\",\"run_token\":\"%s\"}",
+		s(run, "run_id"), s(run, "run_token"));
+	assert_string_equal(s(r, "state"), "closed");
+	json_decref(r);
+	d = decide(f, run, "d-after", "echo hi");
+	assert_string_equal(err_code(d), "run_closed");
+	json_decref(d);
+	/* A checkpoint follows run.final once durable. */
+	r = rpc(f, "{\"method\":\"status\"}");
+	assert_int_equal(json_integer_value(json_object_get(r, "checkpoint_size")),
+			 json_integer_value(json_object_get(r, "durable")));
+	json_decref(r);
+	r = rpc(f, "{\"method\":\"export\",\"run_id\":\"%s\",\"inline\":true}", s(run, "run_id"));
+	assert_null(err_code(r));
+	assert_true(strncmp(s(r, "bundle_b64"), "UEsDB", 5) == 0); /* "PK\3\4" */
+	assert_non_null(strstr(s(r, "trust"), "\"logs\""));
+	json_decref(r);
+	r = rpc(f, "{\"method\":\"export\",\"run_id\":\"%s\"}", s(run, "run_id"));
+	assert_string_equal(err_code(r), "invalid_request"); /* neither an fd nor inline */
+	json_decref(r);
+	json_decref(run);
+}
+
+static void test_limits(void **state)
+{
+	struct fixture *f = *state;
+	json_t *run = reg(f, "r1"), *r;
+	size_t max = SERVICE_MAX_OBSERVE_DATA;
+	char *big = malloc(max + 64), *text = NULL;
+
+	/* {"s":"xxx"} of exactly SERVICE_MAX_OBSERVE_DATA bytes of JCS passes; one byte more is refused. */
+	for (int pass = 0; pass < 2; pass++) {
+		size_t fill = max - strlen("{\"s\":\"\"}") + (size_t)pass;
+		memset(big, 'x', fill);
+		big[fill] = '\0';
+		assert_true(asprintf(&text,
+				     "{\"method\":\"observe\",\"request_id\":\"big%d\",\"run_id\":\"%s\",\"run_token\":"
+				     "\"%s\","
+				     "\"kind\":\"tkbox.box\",\"data\":{\"s\":\"%s\"}}",
+				     pass, s(run, "run_id"), s(run, "run_token"), big) > 0);
+		r = rpc_as(f, &f->me, text);
+		free(text);
+		if (pass == 0) {
+			assert_null(err_code(r));
+		} else {
+			assert_string_equal(err_code(r), "quota_exceeded");
+		}
+		json_decref(r);
+	}
+	free(big);
+	r = rpc(f, "{\"method\":\"hello\",\"proto\":2}");
+	assert_string_equal(err_code(r), "version_mismatch");
+	json_decref(r);
+	/* approval_wait: SERVICE_MAX_WAIT_MS is accepted (an unknown id then), one more is refused. */
+	r = rpc(f, "{\"method\":\"approval_wait\",\"approval_id\":\"anope\",\"timeout_ms\":%d}", SERVICE_MAX_WAIT_MS);
+	assert_string_equal(err_code(r), "unknown_approval");
+	json_decref(r);
+	r = rpc(f, "{\"method\":\"approval_wait\",\"approval_id\":\"anope\",\"timeout_ms\":%d}",
+		SERVICE_MAX_WAIT_MS + 1);
+	assert_string_equal(err_code(r), "invalid_request");
+	json_decref(r);
+	json_decref(run);
+}
+
+static void test_max_open_runs(void **state)
+{
+	struct fixture *f = *state;
+	char text[256], msg[256];
+	enum rpc_err e;
+
+	/* A fresh fixture has no open run: open exactly SERVICE_MAX_RUNS_OPEN, then one more. */
+	for (int i = 0; i <= SERVICE_MAX_RUNS_OPEN; i++) {
+		struct rpc_request req = { 0 };
+		struct service_reply rep = { 0 };
+		snprintf(text, sizeof(text),
+			 "{\"method\":\"register_run\",\"request_id\":\"r%d\",\"agent\":{\"name\":\"t\"}}", i);
+		assert_int_equal(rpc_request_parse(text, strlen(text), &req, &e, msg, sizeof(msg)), 0);
+		service_handle(f->svc, &f->me, &req, -1, &rep);
+		rpc_request_release(&req);
+		if (i < SERVICE_MAX_RUNS_OPEN) {
+			assert_null(err_code(rep.body));
+		} else {
+			assert_string_equal(err_code(rep.body), "quota_exceeded");
+		}
+		service_reply_release(&rep);
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_decide_complete, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_idempotent, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_tokens, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_approvals, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reload_drops_uncommitted, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_unsigned_never_stored, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_close_and_export, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_limits, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_max_open_runs, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
