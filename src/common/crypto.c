@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -580,6 +581,76 @@ int ed25519_keygen(uint8_t ret_priv[ED25519_PRIV_LEN], uint8_t ret_pub[ED25519_P
 	return r;
 }
 
+/*
+ * Building an EVP_PKEY from an Ed25519 seed derives the public key, a scalar
+ * multiplication as costly as the signature itself. A signer signs every
+ * record with the same key, so each thread keeps the key it used last
+ * (compared in constant time, freed and wiped at thread exit).
+ */
+struct sign_cache {
+	uint8_t seed[ED25519_PRIV_LEN];
+	EVP_PKEY *pkey;
+};
+
+static pthread_key_t sign_cache_key;
+static pthread_once_t sign_cache_once = PTHREAD_ONCE_INIT;
+static bool sign_cache_ok;
+
+static void sign_cache_free(void *p)
+{
+	struct sign_cache *c = p;
+
+	if (c) {
+		EVP_PKEY_free(c->pkey);
+		OPENSSL_cleanse(c, sizeof(*c));
+		free(c);
+	}
+}
+
+static void sign_cache_init(void)
+{
+	sign_cache_ok = pthread_key_create(&sign_cache_key, sign_cache_free) == 0;
+}
+
+/* A new reference to the EVP_PKEY for priv: from this thread's cache when it holds that key. */
+static int ed25519_pkey_private_cached(const uint8_t priv[ED25519_PRIV_LEN], EVP_PKEY **ret)
+{
+	struct sign_cache *c;
+	EVP_PKEY *pkey;
+	int r;
+
+	(void)pthread_once(&sign_cache_once, sign_cache_init);
+	c = sign_cache_ok ? pthread_getspecific(sign_cache_key) : NULL;
+	if (c && c->pkey && CRYPTO_memcmp(c->seed, priv, ED25519_PRIV_LEN) == 0) {
+		if (EVP_PKEY_up_ref(c->pkey) != 1) {
+			return crypto_ossl_error(NULL, 0);
+		}
+		*ret = c->pkey;
+		return 0;
+	}
+	r = ed25519_pkey_private(priv, &pkey);
+	if (r < 0) {
+		return r;
+	}
+	if (sign_cache_ok) {
+		if (!c) {
+			c = calloc(1, sizeof(*c));
+			if (c && pthread_setspecific(sign_cache_key, c) != 0) {
+				free(c);
+				c = NULL;
+			}
+		}
+		/* Without a cache slot the key is simply not cached. */
+		if (c && EVP_PKEY_up_ref(pkey) == 1) {
+			EVP_PKEY_free(c->pkey);
+			memcpy(c->seed, priv, ED25519_PRIV_LEN);
+			c->pkey = pkey;
+		}
+	}
+	*ret = pkey;
+	return 0;
+}
+
 int ed25519_sign(const uint8_t priv[ED25519_PRIV_LEN], const void *msg, size_t n, uint8_t ret_sig[ED25519_SIG_LEN])
 {
 	EVP_PKEY *pkey = NULL;
@@ -591,7 +662,7 @@ int ed25519_sign(const uint8_t priv[ED25519_PRIV_LEN], const void *msg, size_t n
 	if (!msg && n > 0) {
 		return -EINVAL;
 	}
-	r = ed25519_pkey_private(priv, &pkey);
+	r = ed25519_pkey_private_cached(priv, &pkey);
 	if (r < 0) {
 		return r;
 	}

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -749,6 +750,45 @@ static void test_ed25519_rfc8032(void **state)
 	}
 }
 
+/*
+ * The signing key is cached per thread: alternating keys, repeating one, and
+ * signing from a second thread must all give the RFC's exact signatures.
+ */
+static void sign_vector_check(size_t i)
+{
+	const struct ed25519_vector *t = &rfc8032[i];
+	uint8_t priv[32], sig[64], got_sig[64], msg[1024];
+	size_t n;
+
+	unhex(t->priv, priv, sizeof(priv));
+	unhex(t->sig, sig, sizeof(sig));
+	n = unhex(t->msg, msg, sizeof(msg));
+	assert_int_equal(ed25519_sign(priv, msg, n, got_sig), 0);
+	assert_memory_equal(got_sig, sig, 64);
+}
+
+static void *sign_thread(void *arg)
+{
+	(void)arg;
+	for (size_t k = 0; k < 3; k++) {
+		sign_vector_check(k % ARRAY_SIZE(rfc8032));
+	}
+	return NULL;
+}
+
+static void test_ed25519_sign_key_cache(void **state)
+{
+	static const size_t order[] = { 0, 1, 0, 0, 2, 1, 1, 0 };
+	pthread_t th;
+
+	for (size_t k = 0; k < ARRAY_SIZE(order); k++) {
+		sign_vector_check(order[k]);
+	}
+	assert_int_equal(pthread_create(&th, NULL, sign_thread, NULL), 0);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	sign_vector_check(2);
+}
+
 static void load_vector(size_t i, uint8_t pub[32], uint8_t msg[1024], size_t *n, uint8_t sig[64])
 {
 	unhex(rfc8032[i].pub, pub, 32);
@@ -995,6 +1035,7 @@ int main(void)
 		cmocka_unit_test(test_b64_bounds),
 		cmocka_unit_test(test_b64_bad_variant),
 		cmocka_unit_test(test_ed25519_rfc8032),
+		cmocka_unit_test(test_ed25519_sign_key_cache),
 		cmocka_unit_test(test_ed25519_tampered),
 		cmocka_unit_test(test_ed25519_s_not_reduced),
 		cmocka_unit_test(test_ed25519_small_order),
