@@ -1,15 +1,647 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * tkbox-guest: PID 1 of a box. Sets the VM up (mounts, modules, the three
+ * virtio-serial ports, disks by serial, the overlay root), reads the boot
+ * config once, then serves the agent RPC until the host asks for shutdown.
+ * The host trusts nothing this program says; it holds nothing of value.
+ */
+#include <dirent.h>
+#include <fcntl.h>
+#include <net/if.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/reboot.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <linux/random.h>
+#include <sys/random.h>
+#include <sys/syscall.h>
+#include <time.h>
 
 #include "banned.h"
+#include "frame.h"
+#include "guest/agent.h"
+#include "json.h"
+#include "log.h"
+#include "vmm/agent-proto.h"
+
+#define NEWROOT "/run/tk/root"
+#define MODULES_DIR "/modules"
+#define MAX_MODULES 64
+#define PORT_WAIT_MS 10000
+#define SMALL_FILE_MAX 4096
+#define PATH_MAX_BUF 4096
+
+static bool tracing;
+static int kmsg_fd = -1;
+
+/*
+ * Lines for the console go through /dev/kmsg: printk writes the serial port
+ * synchronously, while a user-space write to ttyS0 waits for the UART's
+ * transmit interrupt, which microvm with pic=off does not deliver (the 8250
+ * driver falls back to a ~1 s backup timer).
+ */
+static void kmsg_line(const char *text)
+{
+	char line[256];
+	int n;
+
+	if (kmsg_fd < 0) {
+		kmsg_fd = open("/dev/kmsg", O_WRONLY | O_CLOEXEC);
+	}
+	if (kmsg_fd < 0) {
+		return;
+	}
+	/* <3>: shown even with "quiet" on the kernel command line. */
+	n = snprintf(line, sizeof(line), "<3>tkbox-guest: %s\n", text);
+	if (n > 0) {
+		(void)!write(kmsg_fd, line, (size_t)MIN((size_t)n, sizeof(line) - 1));
+	}
+}
+
+/* tkbox.trace=1 on the kernel command line: each boot step on the console as it happens (printk timestamps). */
+static void trace(const char *step)
+{
+	if (tracing) {
+		kmsg_line(step);
+	}
+}
+
+static int mkdir_p(const char *path, mode_t mode)
+{
+	char tmp[PATH_MAX_BUF];
+
+	if (strlen(path) >= sizeof(tmp)) {
+		return -ENAMETOOLONG;
+	}
+	memcpy(tmp, path, strlen(path) + 1);
+	for (char *p = tmp + 1; *p; p++) {
+		if (*p == '/') {
+			*p = '\0';
+			if (mkdir(tmp, mode) < 0 && errno != EEXIST) {
+				return -errno;
+			}
+			*p = '/';
+		}
+	}
+	if (mkdir(tmp, mode) < 0 && errno != EEXIST) {
+		return -errno;
+	}
+	return 0;
+}
+
+static int do_mount(const char *src, const char *dst, const char *type, unsigned long flags, const char *data)
+{
+	int r = mkdir_p(dst, 0755);
+
+	if (r < 0) {
+		return log_error_errno(r, "mkdir %s", dst);
+	}
+	if (mount(src, dst, type, flags, data) < 0) {
+		return log_error_errno(-errno, "mount %s on %s (%s)", src, dst, type);
+	}
+	return 0;
+}
+
+/* Read a small sysfs/proc file into out (NUL-terminated, trailing newline cut). */
+static int read_small(const char *path, char *out, size_t outsz)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0) {
+		return -errno;
+	}
+	n = RETRY_EINTR(read(fd, out, outsz - 1));
+	(void)close(fd);
+	if (n < 0) {
+		return -errno;
+	}
+	out[n] = '\0';
+	while (n > 0 && (out[n - 1] == '\n' || out[n - 1] == ' ')) {
+		out[--n] = '\0';
+	}
+	return (int)n;
+}
+
+static _noreturn_ void power_off(void)
+{
+	sync();
+	(void)reboot(RB_POWER_OFF);
+	/* reboot() only returns on error; PID 1 must never exit. */
+	for (;;) {
+		pause();
+	}
+}
+
+static void setup_console(void)
+{
+	int fd = open("/dev/console", O_RDWR | O_CLOEXEC | O_NOCTTY);
+
+	if (fd < 0) {
+		return;
+	}
+	for (int i = 0; i < 3; i++) {
+		(void)dup2(fd, i);
+	}
+	if (fd > 2) {
+		(void)close(fd);
+	}
+}
+
+static int load_modules(void)
+{
+	char list[SMALL_FILE_MAX];
+	char *save = NULL;
+	int r, count = 0;
+
+	r = read_small(MODULES_DIR "/order", list, sizeof(list));
+	if (r == -ENOENT) {
+		return 0; /* a kernel with everything built in */
+	}
+	if (r < 0) {
+		return log_error_errno(r, "reading the module list");
+	}
+	for (char *name = strtok_r(list, "\n", &save); name; name = strtok_r(NULL, "\n", &save)) {
+		char path[PATH_MAX_BUF];
+		int fd;
+		if (++count > MAX_MODULES) {
+			return log_error_errno(-E2BIG, "module list");
+		}
+		if (snprintf(path, sizeof(path), MODULES_DIR "/%s", name) >= (int)sizeof(path)) {
+			return -ENAMETOOLONG;
+		}
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0) {
+			return log_error_errno(-errno, "open %s", path);
+		}
+		r = (int)syscall(SYS_finit_module, fd, "", 0);
+		(void)close(fd);
+		if (r < 0 && errno != EEXIST) {
+			return log_error_errno(-errno, "loading %s", name);
+		}
+	}
+	return 0;
+}
+
+/* Find the /dev node of the virtio-serial port called name (/sys/class/virtio-ports/vportXpY/name). */
+static int find_port(const char *name, char *ret_dev, size_t devsz)
+{
+	DIR *d = opendir("/sys/class/virtio-ports");
+	struct dirent *de;
+	int r = -ENOENT;
+
+	if (!d) {
+		return -errno;
+	}
+	while ((de = readdir(d))) {
+		char path[PATH_MAX_BUF], val[256];
+		if (de->d_name[0] == '.') {
+			continue;
+		}
+		if (snprintf(path, sizeof(path), "/sys/class/virtio-ports/%s/name", de->d_name) >= (int)sizeof(path)) {
+			continue;
+		}
+		if (read_small(path, val, sizeof(val)) < 0 || strcmp(val, name) != 0) {
+			continue;
+		}
+		if (snprintf(ret_dev, devsz, "/dev/%s", de->d_name) < (int)devsz) {
+			r = 0;
+		}
+		break;
+	}
+	(void)closedir(d);
+	return r;
+}
+
+/* Find /dev/vdX whose virtio serial is serial; -ENOENT when there is none. */
+static int find_disk(const char *serial, char *ret_dev, size_t devsz)
+{
+	DIR *d = opendir("/sys/block");
+	struct dirent *de;
+	int r = -ENOENT;
+
+	if (!d) {
+		return -errno;
+	}
+	while ((de = readdir(d))) {
+		char path[PATH_MAX_BUF], val[64];
+		if (de->d_name[0] == '.') {
+			continue;
+		}
+		if (snprintf(path, sizeof(path), "/sys/block/%s/serial", de->d_name) >= (int)sizeof(path)) {
+			continue;
+		}
+		if (read_small(path, val, sizeof(val)) < 0 || strcmp(val, serial) != 0) {
+			continue;
+		}
+		if (snprintf(ret_dev, devsz, "/dev/%s", de->d_name) < (int)devsz) {
+			r = 0;
+		}
+		break;
+	}
+	(void)closedir(d);
+	return r;
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L };
+	(void)nanosleep(&ts, NULL);
+}
+
+static int wait_port(const char *name, char *dev, size_t devsz)
+{
+	for (int waited = 0; waited < PORT_WAIT_MS; waited += 10) {
+		if (find_port(name, dev, devsz) == 0 && access(dev, F_OK) == 0) {
+			return 0;
+		}
+		sleep_ms(10);
+	}
+	return log_error_errno(-ETIMEDOUT, "waiting for port %s", name);
+}
+
+/* Open the boot port and ask for the config; the answer is read later by read_boot_config. */
+static int request_boot_config(int *ret_fd)
+{
+	char dev[PATH_MAX_BUF];
+	struct buf req;
+	int fd, r;
+
+	r = wait_port("tkbox.boot", dev, sizeof(dev));
+	if (r < 0) {
+		return r;
+	}
+	trace("boot port found");
+	fd = open(dev, O_RDWR | O_CLOEXEC);
+	if (fd < 0) {
+		return log_error_errno(-errno, "open %s", dev);
+	}
+	trace("boot port open");
+	/* The host writes the config only once it knows the port is open on this side. */
+	r = buf_init(&req, 64, 0);
+	if (r >= 0) {
+		r = agent_encode_simple(&req, AGENT_MSG_BOOT_REQUEST, 0);
+		if (r >= 0 && write(fd, buf_ptr(&req), buf_len(&req)) != (ssize_t)buf_len(&req)) {
+			r = negative_errno();
+		}
+		buf_release(&req);
+	}
+	if (r < 0) {
+		(void)close(fd);
+		return log_error_errno(r, "requesting the boot config");
+	}
+	trace("boot config requested");
+	*ret_fd = fd;
+	return 0;
+}
+
+/* Read the boot config: exactly one frame, acknowledged, then the port is closed for good. */
+static int read_boot_config(int fd, struct boot_config *ret)
+{
+	struct frame_decoder dec;
+	struct buf payload, ack;
+	uint8_t chunk[4096];
+	uint8_t type = 0;
+	int r;
+
+	r = frame_decoder_init(&dec, FRAME_MAX_PAYLOAD);
+	if (r < 0) {
+		(void)close(fd);
+		return r;
+	}
+	for (;;) {
+		ssize_t n = RETRY_EINTR(read(fd, chunk, sizeof(chunk)));
+		size_t off = 0;
+		if (n <= 0) {
+			r = n == 0 ? -EPIPE : -errno;
+			break;
+		}
+		while (off < (size_t)n) {
+			size_t used = 0;
+			r = frame_decoder_feed(&dec, chunk + off, (size_t)n - off, &used);
+			off += used;
+			if (r != 0) {
+				break;
+			}
+		}
+		/* One frame only: bytes after it are a protocol error. */
+		if (r == 1 && off != (size_t)n) {
+			r = -EPROTO;
+		}
+		if (r != 0) {
+			break;
+		}
+	}
+	if (r == 1) {
+		r = buf_init(&payload, FRAME_MAX_PAYLOAD, 0);
+		if (r >= 0) {
+			r = frame_decoder_take(&dec, &type, &payload);
+			if (r >= 0) {
+				r = type == AGENT_MSG_BOOT_CONFIG
+					    ? boot_config_decode(buf_ptr(&payload), buf_len(&payload), ret)
+					    : -EPROTO;
+			}
+			buf_release(&payload);
+		}
+	}
+	frame_decoder_release(&dec);
+	if (r >= 0 && buf_init(&ack, 64, 0) >= 0) {
+		if (agent_encode_simple(&ack, AGENT_MSG_BOOT_ACK, 0) >= 0) {
+			(void)!write(fd, buf_ptr(&ack), buf_len(&ack));
+		}
+		buf_release(&ack);
+	}
+	(void)close(fd);
+	if (r < 0) {
+		return log_error_errno(r, "boot config");
+	}
+	return 0;
+}
+
+static int lo_up(void)
+{
+	struct ifreq ifr = { 0 };
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	int r = 0;
+
+	if (fd < 0) {
+		return log_error_errno(-errno, "socket");
+	}
+	memcpy(ifr.ifr_name, "lo", 3);
+	if (ioctl(fd, SIOCGIFFLAGS, &ifr) < 0) {
+		r = log_error_errno(-errno, "SIOCGIFFLAGS lo");
+	} else {
+		ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+		if (ioctl(fd, SIOCSIFFLAGS, &ifr) < 0) {
+			r = log_error_errno(-errno, "SIOCSIFFLAGS lo");
+		}
+	}
+	(void)close(fd);
+	return r;
+}
+
+/* An overlay of lower (read-only) with its upper and work dirs under upperbase on the scratch disk. */
+static int mount_overlay(const char *lower, const char *upperbase, const char *dst)
+{
+	char upper[PATH_MAX_BUF], work[PATH_MAX_BUF], opts[3 * PATH_MAX_BUF + 64];
+	int r;
+
+	if (snprintf(upper, sizeof(upper), "%s/upper", upperbase) >= (int)sizeof(upper) ||
+	    snprintf(work, sizeof(work), "%s/work", upperbase) >= (int)sizeof(work) ||
+	    snprintf(opts, sizeof(opts), "lowerdir=%s,upperdir=%s,workdir=%s", lower, upper, work) >=
+		    (int)sizeof(opts)) {
+		return -ENAMETOOLONG;
+	}
+	r = mkdir_p(upper, 0755);
+	if (r >= 0) {
+		r = mkdir_p(work, 0755);
+	}
+	if (r < 0) {
+		return log_error_errno(r, "mkdir %s", upper);
+	}
+	return do_mount("overlay", dst, "overlay", 0, opts);
+}
+
+static int setup_root(void)
+{
+	char dev[PATH_MAX_BUF];
+	int r;
+
+	r = find_disk("rootfs", dev, sizeof(dev));
+	if (r < 0) {
+		return log_error_errno(r, "no disk with serial rootfs");
+	}
+	r = do_mount(dev, "/run/tk/lower", "ext4", MS_RDONLY | MS_NODEV, "noload");
+	if (r < 0) {
+		return r;
+	}
+	/* The writable layer: the scratch disk, or memory when the box has none. */
+	if (find_disk("scratch", dev, sizeof(dev)) == 0) {
+		r = do_mount(dev, "/run/tk/scratch", "ext4", MS_NODEV, NULL);
+	} else {
+		r = do_mount("tmpfs", "/run/tk/scratch", "tmpfs", MS_NODEV, "mode=0755");
+	}
+	if (r < 0) {
+		return r;
+	}
+	r = mount_overlay("/run/tk/lower", "/run/tk/scratch/root", NEWROOT);
+	if (r < 0) {
+		return r;
+	}
+	if (find_disk("workspace", dev, sizeof(dev)) == 0) {
+		r = do_mount(dev, "/run/tk/ws-lower", "ext4", MS_RDONLY | MS_NODEV, "noload");
+		if (r >= 0) {
+			r = mount_overlay("/run/tk/ws-lower", "/run/tk/scratch/workspace", NEWROOT "/workspace");
+		}
+	} else {
+		r = mkdir_p(NEWROOT "/workspace", 0755);
+	}
+	if (r < 0) {
+		return r;
+	}
+	r = do_mount("proc", NEWROOT "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+	if (r >= 0) {
+		r = do_mount("sysfs", NEWROOT "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+	}
+	if (r >= 0) {
+		r = do_mount("devtmpfs", NEWROOT "/dev", "devtmpfs", MS_NOSUID, "mode=0755");
+	}
+	if (r >= 0) {
+		r = do_mount("devpts", NEWROOT "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+			     "newinstance,ptmxmode=0666");
+	}
+	if (r >= 0) {
+		r = do_mount("tmpfs", NEWROOT "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
+	}
+	if (r >= 0) {
+		r = do_mount("tmpfs", NEWROOT "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
+	}
+	if (r >= 0) {
+		r = do_mount("tmpfs", NEWROOT "/run", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755");
+	}
+	if (r < 0) {
+		return r;
+	}
+	/*
+	 * The initramfs cannot be pivot_root'ed away: move the new root over /
+	 * and chroot into it (what switch_root does). The lower and scratch
+	 * mounts stay alive underneath, held by the overlays.
+	 */
+	if (chdir(NEWROOT) < 0) {
+		return log_error_errno(-errno, "chdir " NEWROOT);
+	}
+	if (mount(".", "/", NULL, MS_MOVE, NULL) < 0) {
+		return log_error_errno(-errno, "moving the root");
+	}
+	if (chroot(".") < 0) {
+		return log_error_errno(-errno, "chroot");
+	}
+	if (chdir("/") < 0) {
+		return log_error_errno(-errno, "chdir /");
+	}
+	return 0;
+}
+
+static bool cmdline_has(const char *word)
+{
+	char cmd[SMALL_FILE_MAX];
+	size_t wl = strlen(word);
+
+	if (read_small("/proc/cmdline", cmd, sizeof(cmd)) < 0) {
+		return false;
+	}
+	for (const char *p = cmd; (p = strstr(p, word)); p += wl) {
+		if ((p == cmd || p[-1] == ' ') && (p[wl] == '\0' || p[wl] == ' ')) {
+			return true;
+		}
+	}
+	return false;
+}
+
+static int boot(void)
+{
+	struct boot_config cfg = { 0 };
+	struct guest_agent_config acfg = { 0 };
+	struct timespec ts;
+	char dev[PATH_MAX_BUF];
+	int r, port, boot_fd = -1;
+
+	/* A command may close its end of a pipe; PID 1 must see EPIPE, not die. */
+	(void)signal(SIGPIPE, SIG_IGN);
+	r = do_mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+	if (r >= 0) {
+		r = do_mount("sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+	}
+	if (r >= 0) {
+		r = do_mount("devtmpfs", "/dev", "devtmpfs", MS_NOSUID, "mode=0755");
+	}
+	if (r >= 0) {
+		r = do_mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
+	}
+	if (r < 0) {
+		return r;
+	}
+	setup_console();
+	tracing = cmdline_has("tkbox.trace=1");
+	trace("init started");
+	if (cmdline_has("tkbox.probe=1")) {
+		/* Accelerator probe and the bench's bare boot: the kernel reached user space. */
+		kmsg_line("TKBOX-PROBE-OK READY");
+		power_off();
+	}
+	/*
+	 * jansson seeds its hash function from /dev/urandom on first use; this
+	 * early the kernel's CRNG is not ready and that read spins ~1 s of jitter
+	 * entropy under TCG. The seed only hardens hash tables against collision
+	 * floods, and the host is the only JSON peer: an uninitialised-CRNG
+	 * value is good enough here.
+	 */
+	{
+		uint32_t seed = 0;
+		if (getrandom(&seed, sizeof(seed), GRND_INSECURE) != (ssize_t)sizeof(seed)) {
+			seed = (uint32_t)time(NULL);
+		}
+		json_object_seed(seed ? seed : 1);
+	}
+	r = load_modules();
+	if (r < 0) {
+		return r;
+	}
+	trace("modules loaded");
+	/* Nothing inside the box may load a module after ours (a NIC driver, a tunnel). */
+	{
+		int fd = open("/proc/sys/kernel/modules_disabled", O_WRONLY | O_CLOEXEC);
+		if (fd < 0 || write(fd, "1", 1) != 1) {
+			r = log_error_errno(negative_errno(), "disabling module loading");
+		}
+		if (fd >= 0) {
+			(void)close(fd);
+		}
+		if (r < 0) {
+			return r;
+		}
+	}
+	/* Ask for the config first and mount the root while it travels. */
+	r = request_boot_config(&boot_fd);
+	if (r < 0) {
+		return r;
+	}
+	r = wait_port("tkbox.agent", dev, sizeof(dev));
+	if (r < 0) {
+		return r;
+	}
+	port = open(dev, O_RDWR | O_NONBLOCK | O_CLOEXEC);
+	if (port < 0) {
+		return log_error_errno(-errno, "open %s", dev);
+	}
+	r = setup_root();
+	if (r < 0) {
+		return r;
+	}
+	trace("root ready");
+	r = read_boot_config(boot_fd, &cfg);
+	if (r < 0) {
+		return r;
+	}
+	trace("boot config read");
+	/* Credit the host's randomness so the box's first getrandom() does not stall (see boot_config). */
+	{
+		/* struct rand_pool_info: entropy_count (bits), buf_size (bytes), then the bytes. */
+		int pool[2 + BOOT_ENTROPY_WORDS] = { BOOT_ENTROPY_WORDS * 32, (int)sizeof(cfg.entropy) };
+		int rfd = open("/dev/urandom", O_WRONLY | O_CLOEXEC);
+		memcpy(&pool[2], cfg.entropy, sizeof(cfg.entropy));
+		if (rfd < 0 || ioctl(rfd, RNDADDENTROPY, pool) < 0) {
+			log_warn("crediting boot entropy: %s", strerror(errno));
+		}
+		if (rfd >= 0) {
+			(void)close(rfd);
+		}
+		explicit_bzero(&pool, sizeof(pool));
+		explicit_bzero(cfg.entropy, sizeof(cfg.entropy));
+	}
+	ts = (struct timespec){ .tv_sec = (time_t)cfg.clock_sec, .tv_nsec = (long)cfg.clock_nsec };
+	if (clock_settime(CLOCK_REALTIME, &ts) < 0) {
+		return log_error_errno(-errno, "setting the clock");
+	}
+	if (sethostname(cfg.hostname, strlen(cfg.hostname)) < 0) {
+		return log_error_errno(-errno, "sethostname");
+	}
+	r = lo_up();
+	if (r < 0) {
+		return r;
+	}
+	trace("agent starting");
+	acfg.port_fd = port;
+	acfg.base_env = cfg.env;
+	r = guest_agent_run(&acfg);
+	if (r < 0) {
+		return log_error_errno(r, "agent");
+	}
+	boot_config_release(&cfg);
+	return 0;
+}
 
 int main(int argc, char **argv)
 {
+	int r;
+
 	if (argc == 2 && strcmp(argv[1], "--version") == 0) {
 		printf("tkbox-guest %s\n", TKBOX_VERSION);
 		return 0;
 	}
-	fprintf(stderr, "usage: tkbox-guest --version\n");
-	return 2;
+	if (getpid() != 1) {
+		fprintf(stderr, "tkbox-guest runs as PID 1 in a tkbox VM (tkbox-guest --version)\n");
+		return 2;
+	}
+	log_set_ident("tkbox-guest");
+	r = boot();
+	if (r < 0) {
+		log_error("box failed: %s; powering off", tk_strerror(r));
+	}
+	power_off();
 }

@@ -1,0 +1,468 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "banned.h"
+#include "frame.h"
+#include "vmm/agent-client.h"
+
+#define RBUF_SIZE ((size_t)64 * 1024)
+
+struct tracked {
+	bool used;
+	bool started;
+	bool stdin_open;
+	uint32_t id;
+	uint64_t out_unacked; /* output bytes received and not yet credited back */
+	uint64_t out_owed; /* delivered to the caller, to credit back */
+	uint64_t stdin_credit;
+};
+
+struct agent_client {
+	int fd;
+	int dead; /* 0 or the negative errno that killed the connection */
+	struct frame_decoder dec;
+	struct buf payload;
+	struct buf out;
+	uint8_t *rbuf;
+	size_t rpos, rlen;
+	struct tracked t[AGENT_CLIENT_MAX_TRACKED];
+	uint32_t next_id;
+	uint32_t next_ping;
+	struct agent_msg cur; /* the last event's message (owns its strings) */
+	uint64_t bytes_in;
+};
+
+static struct tracked *track_find(struct agent_client *c, uint32_t id)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(c->t); i++) {
+		if (c->t[i].used && c->t[i].id == id) {
+			return &c->t[i];
+		}
+	}
+	return NULL;
+}
+
+int agent_client_new(int fd, struct agent_client **ret)
+{
+	struct agent_client *c;
+	int r, fl;
+
+	fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+		return -errno;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		return -ENOMEM;
+	}
+	c->fd = fd;
+	c->next_id = 1;
+	c->next_ping = 1;
+	c->rbuf = malloc(RBUF_SIZE);
+	r = c->rbuf ? 0 : -ENOMEM;
+	if (r >= 0) {
+		r = frame_decoder_init(&c->dec, AGENT_CLIENT_MAX_FRAME);
+	}
+	if (r >= 0) {
+		r = buf_init(&c->payload, AGENT_CLIENT_MAX_FRAME, 0);
+	}
+	if (r >= 0) {
+		r = buf_init(&c->out, AGENT_CLIENT_OUT_MAX, 0);
+	}
+	if (r < 0) {
+		c->fd = -1;
+		agent_client_free(c);
+		return r;
+	}
+	*ret = c;
+	return 0;
+}
+
+void agent_client_free(struct agent_client *c)
+{
+	if (!c) {
+		return;
+	}
+	if (c->fd >= 0) {
+		(void)close(c->fd);
+	}
+	frame_decoder_release(&c->dec);
+	buf_release(&c->payload);
+	buf_release(&c->out);
+	agent_msg_release(&c->cur);
+	free(c->rbuf);
+	free(c);
+}
+
+uint64_t agent_client_bytes_in(const struct agent_client *c)
+{
+	return c->bytes_in;
+}
+
+static int kill_conn(struct agent_client *c, int r)
+{
+	if (!c->dead) {
+		c->dead = r;
+		/* Stop reading: whatever else the guest sends is never looked at. */
+		(void)shutdown(c->fd, SHUT_RDWR);
+	}
+	return c->dead;
+}
+
+int agent_client_ping(struct agent_client *c, uint32_t *ret_id)
+{
+	uint32_t id;
+	int r;
+
+	if (c->dead) {
+		return c->dead;
+	}
+	id = c->next_ping;
+	r = agent_encode_simple(&c->out, AGENT_MSG_PING, id);
+	if (r < 0) {
+		return r;
+	}
+	c->next_ping = id >= AGENT_MAX_ID ? 1 : id + 1;
+	if (ret_id) {
+		*ret_id = id;
+	}
+	return 0;
+}
+
+int agent_client_exec(struct agent_client *c, char *const *argv, char *const *env, const char *cwd, bool stdin_open,
+		      uint32_t *ret_id)
+{
+	struct agent_msg m = { .type = AGENT_MSG_EXEC, .stdin_open = stdin_open };
+	struct tracked *t = NULL;
+	int r;
+
+	if (c->dead) {
+		return c->dead;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(c->t); i++) {
+		if (!c->t[i].used) {
+			t = &c->t[i];
+			break;
+		}
+	}
+	if (!t) {
+		return -EBUSY;
+	}
+	m.id = c->next_id;
+	m.argv = (char **)argv;
+	while (argv[m.argc]) {
+		m.argc++;
+	}
+	m.env = (char **)env;
+	while (env && env[m.envc]) {
+		m.envc++;
+	}
+	m.cwd = (char *)cwd;
+	r = agent_msg_encode(&m, &c->out);
+	if (r < 0) {
+		return r;
+	}
+	*t = (struct tracked){ .used = true, .id = m.id, .stdin_open = stdin_open, .stdin_credit = AGENT_STDIN_WINDOW };
+	c->next_id = m.id >= AGENT_MAX_ID ? 1 : m.id + 1;
+	*ret_id = m.id;
+	return 0;
+}
+
+size_t agent_client_stdin_credit(const struct agent_client *c, uint32_t id)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(c->t); i++) {
+		if (c->t[i].used && c->t[i].id == id && c->t[i].stdin_open) {
+			return (size_t)c->t[i].stdin_credit;
+		}
+	}
+	return 0;
+}
+
+int agent_client_stdin(struct agent_client *c, uint32_t id, const void *p, size_t n, size_t *ret_sent)
+{
+	struct tracked *t = track_find(c, id);
+	const uint8_t *b = p;
+	size_t sent = 0;
+	int r;
+
+	if (c->dead) {
+		return c->dead;
+	}
+	if (!t || !t->stdin_open) {
+		return -ENOENT;
+	}
+	while (sent < n && t->stdin_credit > 0 && buf_avail(&c->out) >= AGENT_MAX_DATA + 16) {
+		size_t k = MIN(MIN(n - sent, AGENT_MAX_DATA), (size_t)t->stdin_credit);
+		r = agent_encode_data(&c->out, AGENT_MSG_STDIN, id, b + sent, k);
+		if (r < 0) {
+			return r;
+		}
+		t->stdin_credit -= k;
+		sent += k;
+	}
+	*ret_sent = sent;
+	return 0;
+}
+
+int agent_client_stdin_close(struct agent_client *c, uint32_t id)
+{
+	struct tracked *t = track_find(c, id);
+	int r;
+
+	if (c->dead) {
+		return c->dead;
+	}
+	if (!t || !t->stdin_open) {
+		return -ENOENT;
+	}
+	r = agent_encode_data(&c->out, AGENT_MSG_STDIN, id, NULL, 0);
+	if (r >= 0) {
+		t->stdin_open = false;
+	}
+	return r;
+}
+
+int agent_client_signal(struct agent_client *c, uint32_t id, int sig)
+{
+	struct agent_msg m = { .type = AGENT_MSG_SIGNAL, .id = id, .signal = sig };
+
+	if (c->dead) {
+		return c->dead;
+	}
+	if (!agent_signal_allowed(sig)) {
+		return -EINVAL;
+	}
+	return agent_msg_encode(&m, &c->out);
+}
+
+int agent_client_shutdown(struct agent_client *c)
+{
+	if (c->dead) {
+		return c->dead;
+	}
+	return agent_encode_simple(&c->out, AGENT_MSG_SHUTDOWN, 0);
+}
+
+static void return_credit(struct agent_client *c, uint64_t min)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(c->t); i++) {
+		struct tracked *t = &c->t[i];
+		struct agent_msg w = { .type = AGENT_MSG_WINDOW };
+		if (!t->used || t->out_owed == 0 || t->out_owed < min) {
+			continue;
+		}
+		w.id = t->id;
+		w.bytes = (int64_t)t->out_owed;
+		if (agent_msg_encode(&w, &c->out) >= 0) {
+			t->out_unacked -= t->out_owed;
+			t->out_owed = 0;
+		}
+	}
+}
+
+static int flush(struct agent_client *c)
+{
+	while (buf_len(&c->out) > 0) {
+		ssize_t n = send(c->fd, buf_ptr(&c->out), buf_len(&c->out), MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n < 0) {
+			if (errno == EAGAIN || errno == EINTR) {
+				return 0;
+			}
+			return -errno;
+		}
+		(void)buf_consume(&c->out, (size_t)n);
+	}
+	return 0;
+}
+
+/* Validate one decoded guest message against what the host asked for, and turn it into an event. */
+static int to_event(struct agent_client *c, struct agent_event *ev)
+{
+	struct agent_msg *m = &c->cur;
+	struct tracked *t = NULL;
+
+	*ev = (struct agent_event){ .id = m->id };
+	if (m->type != AGENT_MSG_PONG && m->type != AGENT_MSG_SHUTDOWN_ACK &&
+	    !(m->type == AGENT_MSG_ERROR && m->id == 0)) {
+		t = track_find(c, m->id);
+		if (!t) {
+			return -EPROTO; /* about an exec the host never started (or that is over) */
+		}
+	}
+	switch (m->type) {
+	case AGENT_MSG_PONG:
+		/* A pong for a ping never sent is a lie. */
+		if (m->id == 0 || m->id >= c->next_ping) {
+			return -EPROTO;
+		}
+		ev->type = AGENT_EV_PONG;
+		return 0;
+	case AGENT_MSG_SHUTDOWN_ACK:
+		ev->type = AGENT_EV_SHUTDOWN_ACK;
+		return 0;
+	case AGENT_MSG_STARTED:
+		if (t->started) {
+			return -EPROTO;
+		}
+		t->started = true;
+		ev->type = AGENT_EV_STARTED;
+		ev->pid = m->pid;
+		return 0;
+	case AGENT_MSG_STDOUT:
+	case AGENT_MSG_STDERR:
+		if (!t->started) {
+			return -EPROTO;
+		}
+		t->out_unacked += m->data_len;
+		if (t->out_unacked > AGENT_OUT_WINDOW) {
+			return -EPROTO; /* beyond the credit the host granted */
+		}
+		t->out_owed += m->data_len;
+		ev->type = m->type == AGENT_MSG_STDOUT ? AGENT_EV_STDOUT : AGENT_EV_STDERR;
+		ev->data = m->data;
+		ev->len = m->data_len;
+		return 0;
+	case AGENT_MSG_EXIT:
+		if (!t->started) {
+			return -EPROTO;
+		}
+		ev->type = AGENT_EV_EXIT;
+		ev->exited = m->exited;
+		ev->code = (int)m->code;
+		ev->signal = (int)m->signal;
+		t->used = false;
+		return 0;
+	case AGENT_MSG_ERROR:
+		ev->type = AGENT_EV_ERROR;
+		ev->err_code = m->err_code;
+		ev->message = m->message;
+		/* A refused exec is over; an error about a running one (stdin beyond the window) is not. */
+		if (t && !t->started) {
+			t->used = false;
+		}
+		return 0;
+	case AGENT_MSG_STDIN_WINDOW:
+		if (t->stdin_credit + (uint64_t)m->bytes > AGENT_STDIN_WINDOW) {
+			return -EPROTO;
+		}
+		t->stdin_credit += (uint64_t)m->bytes;
+		ev->type = AGENT_EV_STDIN_CREDIT;
+		return 0;
+	default:
+		return -EPROTO;
+	}
+}
+
+/* Decode one complete frame from the buffered bytes: 1 with an event, 0 when more bytes are needed. */
+static int pump(struct agent_client *c, struct agent_event *ev)
+{
+	while (c->rpos < c->rlen) {
+		size_t used = 0;
+		uint8_t type;
+		int r = frame_decoder_feed(&c->dec, c->rbuf + c->rpos, c->rlen - c->rpos, &used);
+		c->rpos += used;
+		if (r < 0) {
+			return r;
+		}
+		if (r == 0) {
+			continue;
+		}
+		buf_reset(&c->payload);
+		r = frame_decoder_take(&c->dec, &type, &c->payload);
+		if (r < 0) {
+			return r;
+		}
+		if (!agent_msg_from_guest(type)) {
+			return -EPROTO;
+		}
+		r = agent_msg_decode(type, buf_ptr(&c->payload), buf_len(&c->payload), &c->cur);
+		if (r < 0) {
+			return r == -E2BIG ? -E2BIG : -EPROTO;
+		}
+		r = to_event(c, ev);
+		if (r < 0) {
+			return r;
+		}
+		return 1;
+	}
+	return 0;
+}
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+	(void)clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+int agent_client_next(struct agent_client *c, int timeout_ms, struct agent_event *ret)
+{
+	uint64_t deadline = timeout_ms >= 0 ? mono_ms() + (uint64_t)timeout_ms : UINT64_MAX;
+	int r;
+
+	if (c->dead) {
+		return c->dead;
+	}
+	agent_msg_release(&c->cur);
+	return_credit(c, AGENT_OUT_WINDOW / 4);
+	for (;;) {
+		struct pollfd pfd = { .fd = c->fd, .events = POLLIN };
+		uint64_t t;
+		int wait;
+		ssize_t n;
+
+		r = pump(c, ret);
+		if (r < 0) {
+			return kill_conn(c, r);
+		}
+		if (r == 1) {
+			return 1;
+		}
+		/* About to wait: hand back all credit so the guest never stalls on us. */
+		return_credit(c, 1);
+		r = flush(c);
+		if (r < 0) {
+			return kill_conn(c, r);
+		}
+		if (buf_len(&c->out) > 0) {
+			pfd.events |= POLLOUT;
+		}
+		t = mono_ms();
+		if (t >= deadline) {
+			return 0;
+		}
+		wait = deadline == UINT64_MAX ? -1 : (int)MIN(deadline - t, (uint64_t)INT32_MAX);
+		r = poll(&pfd, 1, wait);
+		if (r < 0) {
+			if (errno == EINTR) {
+				continue;
+			}
+			return kill_conn(c, -errno);
+		}
+		if (r == 0) {
+			continue;
+		}
+		if (pfd.revents & POLLIN) {
+			n = recv(c->fd, c->rbuf, RBUF_SIZE, MSG_DONTWAIT);
+			if (n < 0) {
+				if (errno == EAGAIN || errno == EINTR) {
+					continue;
+				}
+				return kill_conn(c, -errno);
+			}
+			if (n == 0) {
+				return kill_conn(c, -EPIPE);
+			}
+			c->rpos = 0;
+			c->rlen = (size_t)n;
+			c->bytes_in += (uint64_t)n;
+		} else if (pfd.revents & (POLLHUP | POLLERR)) {
+			return kill_conn(c, -EPIPE);
+		}
+	}
+}

@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef TKBOX_VMM_AGENT_CLIENT_H
+#define TKBOX_VMM_AGENT_CLIENT_H
+
+#include "vmm/agent-proto.h"
+
+/*
+ * The host's agent RPC client over the tkbox.agent socket. Everything the
+ * guest sends is hostile: every frame is bounded (AGENT_CLIENT_MAX_FRAME),
+ * strict JSON, of a type a guest may send, about an exec the host started,
+ * within the credit the host granted. Any violation kills the connection
+ * (-EPROTO / -E2BIG, then every call returns that error): the host's memory
+ * stays bounded whatever the guest writes.
+ *
+ * Single-threaded and event driven: agent_client_next() returns one event at
+ * a time. Data of a STDOUT/STDERR event stays valid until the next call,
+ * which also returns the output credit for it to the guest.
+ */
+
+#define AGENT_CLIENT_MAX_FRAME (AGENT_MAX_DATA + 4) /* the largest frame a guest may send */
+#define AGENT_CLIENT_OUT_MAX ((size_t)4 << 20) /* queued bytes towards the guest */
+#define AGENT_CLIENT_MAX_TRACKED (2 * AGENT_MAX_EXECS) /* execs the host tracks (the guest refuses past 64) */
+
+enum agent_event_type {
+	AGENT_EV_PONG,
+	AGENT_EV_STARTED,
+	AGENT_EV_STDOUT,
+	AGENT_EV_STDERR,
+	AGENT_EV_EXIT,
+	AGENT_EV_ERROR, /* err_code/message; for id != 0 the exec is over */
+	AGENT_EV_STDIN_CREDIT, /* more stdin may be sent for id */
+	AGENT_EV_SHUTDOWN_ACK,
+};
+
+struct agent_event {
+	enum agent_event_type type;
+	uint32_t id;
+	const uint8_t *data;
+	size_t len;
+	int64_t pid;
+	bool exited;
+	int code;
+	int signal;
+	const char *err_code; /* valid until the next call */
+	const char *message;
+};
+
+struct agent_client;
+
+/* Takes ownership of fd (made non-blocking). */
+_wur_ int agent_client_new(int fd, struct agent_client **ret);
+void agent_client_free(struct agent_client *c);
+
+/* Queue requests (sent by agent_client_next/flush). */
+_wur_ int agent_client_ping(struct agent_client *c, uint32_t *ret_id);
+/* argv NULL-terminated; env may be NULL; cwd may be NULL; stdin_open: stdin will be streamed with agent_client_stdin. */
+_wur_ int agent_client_exec(struct agent_client *c, char *const *argv, char *const *env, const char *cwd,
+			    bool stdin_open, uint32_t *ret_id);
+/* Send up to n bytes of stdin within the credit; *ret_sent may be 0 (wait for AGENT_EV_STDIN_CREDIT). */
+_wur_ int agent_client_stdin(struct agent_client *c, uint32_t id, const void *p, size_t n, size_t *ret_sent);
+_wur_ int agent_client_stdin_close(struct agent_client *c, uint32_t id);
+_wur_ int agent_client_signal(struct agent_client *c, uint32_t id, int sig);
+_wur_ int agent_client_shutdown(struct agent_client *c);
+
+/* Stdin credit left for id (0 for an unknown id). */
+size_t agent_client_stdin_credit(const struct agent_client *c, uint32_t id);
+
+/*
+ * Write queued requests and wait for the next event. Returns 1 with *ret
+ * filled, 0 on timeout (timeout_ms < 0: wait forever), or -errno (the
+ * connection is dead: -EPROTO/-E2BIG for a guest that broke the protocol,
+ * -EPIPE when it went away).
+ */
+_wur_ int agent_client_next(struct agent_client *c, int timeout_ms, struct agent_event *ret);
+
+/* Bytes received from the guest so far (for tests and the bench). */
+uint64_t agent_client_bytes_in(const struct agent_client *c);
+
+#endif

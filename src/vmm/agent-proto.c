@@ -1,0 +1,697 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <signal.h>
+#include <string.h>
+
+#include "banned.h"
+#include "frame.h"
+#include "json.h"
+#include "vmm/agent-proto.h"
+
+static void strv_free(char **v)
+{
+	if (!v) {
+		return;
+	}
+	for (char **p = v; *p; p++) {
+		free(*p);
+	}
+	free(v);
+}
+
+void agent_msg_release(struct agent_msg *m)
+{
+	if (!m) {
+		return;
+	}
+	strv_free(m->argv);
+	strv_free(m->env);
+	free(m->cwd);
+	free(m->err_code);
+	free(m->message);
+	*m = (struct agent_msg){ 0 };
+}
+
+bool agent_msg_from_host(uint8_t type)
+{
+	switch (type) {
+	case AGENT_MSG_PING:
+	case AGENT_MSG_EXEC:
+	case AGENT_MSG_STDIN:
+	case AGENT_MSG_SIGNAL:
+	case AGENT_MSG_WINDOW:
+	case AGENT_MSG_SHUTDOWN:
+		return true;
+	default:
+		return false;
+	}
+}
+
+bool agent_msg_from_guest(uint8_t type)
+{
+	switch (type) {
+	case AGENT_MSG_PONG:
+	case AGENT_MSG_STARTED:
+	case AGENT_MSG_STDOUT:
+	case AGENT_MSG_STDERR:
+	case AGENT_MSG_EXIT:
+	case AGENT_MSG_ERROR:
+	case AGENT_MSG_STDIN_WINDOW:
+	case AGENT_MSG_SHUTDOWN_ACK:
+		return true;
+	default:
+		return false;
+	}
+}
+
+bool agent_signal_allowed(int64_t sig)
+{
+	switch (sig) {
+	case SIGHUP:
+	case SIGINT:
+	case SIGQUIT:
+	case SIGKILL:
+	case SIGTERM:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static bool is_data_type(uint8_t type)
+{
+	return type == AGENT_MSG_STDIN || type == AGENT_MSG_STDOUT || type == AGENT_MSG_STDERR;
+}
+
+/* A string member with a byte cap; an embedded NUL cannot occur (strict JSON refuses \u0000). */
+static int get_capped_string(const json_t *obj, const char *key, size_t max, char **ret)
+{
+	const char *s;
+	int r;
+
+	r = json_get_string(obj, key, &s);
+	if (r < 0) {
+		return r;
+	}
+	if (strlen(s) > max) {
+		return -E2BIG;
+	}
+	char *d = strdup(s);
+	if (!d) {
+		return -ENOMEM;
+	}
+	*ret = d;
+	return 0;
+}
+
+/* An array of strings, each at most max_len, at most max_n of them; env entries must be K=V with K non-empty. */
+static int get_strv(const json_t *obj, const char *key, size_t max_n, size_t max_len, bool env, char ***ret,
+		    size_t *ret_n)
+{
+	json_t *arr;
+	char **v;
+	size_t n;
+	int r;
+
+	r = json_get_array(obj, key, &arr);
+	if (r < 0) {
+		return r;
+	}
+	n = json_array_size(arr);
+	if (n > max_n) {
+		return -E2BIG;
+	}
+	v = calloc(n + 1, sizeof(*v));
+	if (!v) {
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++) {
+		json_t *e = json_array_get(arr, i);
+		const char *s;
+		if (!json_is_string(e)) {
+			strv_free(v);
+			return -EBADMSG;
+		}
+		s = json_string_value(e);
+		if (strlen(s) > max_len) {
+			strv_free(v);
+			return -E2BIG;
+		}
+		if (env) {
+			const char *eq = strchr(s, '=');
+			if (!eq || eq == s) {
+				strv_free(v);
+				return -EBADMSG;
+			}
+		}
+		v[i] = strdup(s);
+		if (!v[i]) {
+			strv_free(v);
+			return -ENOMEM;
+		}
+	}
+	*ret = v;
+	*ret_n = n;
+	return 0;
+}
+
+static int get_id(const json_t *obj, bool allow_zero, uint32_t *ret)
+{
+	int64_t v;
+	int r;
+
+	r = json_get_int(obj, "id", &v);
+	if (r < 0) {
+		return r;
+	}
+	if (v < (allow_zero ? 0 : 1) || v > (int64_t)AGENT_MAX_ID) {
+		return -EBADMSG;
+	}
+	*ret = (uint32_t)v;
+	return 0;
+}
+
+static int decode_exec(const json_t *o, struct agent_msg *m)
+{
+	static const char *const keys[] = { "id", "argv", "cwd", "env", "stdin", NULL };
+	int r;
+
+	r = json_only_keys(o, keys);
+	if (r < 0) {
+		return r;
+	}
+	r = get_id(o, false, &m->id);
+	if (r < 0) {
+		return r;
+	}
+	r = get_strv(o, "argv", AGENT_MAX_ARGS, AGENT_MAX_STRING, false, &m->argv, &m->argc);
+	if (r < 0) {
+		return r;
+	}
+	if (m->argc == 0 || m->argv[0][0] == '\0') {
+		return -EBADMSG;
+	}
+	r = get_strv(o, "env", AGENT_MAX_ENV, AGENT_MAX_STRING, true, &m->env, &m->envc);
+	if (r == -ENOENT) {
+		m->env = calloc(1, sizeof(char *));
+		if (!m->env) {
+			return -ENOMEM;
+		}
+	} else if (r < 0) {
+		return r;
+	}
+	r = get_capped_string(o, "cwd", AGENT_MAX_STRING, &m->cwd);
+	if (r < 0 && r != -ENOENT) {
+		return r;
+	}
+	if (m->cwd && m->cwd[0] != '/') {
+		return -EBADMSG;
+	}
+	r = json_get_bool(o, "stdin", &m->stdin_open);
+	if (r < 0 && r != -ENOENT) {
+		return r;
+	}
+	return 0;
+}
+
+static int decode_json(uint8_t type, const uint8_t *p, size_t n, struct agent_msg *m)
+{
+	static const char *const k_id[] = { "id", NULL };
+	static const char *const k_none[] = { NULL };
+	static const char *const k_sig[] = { "id", "signal", NULL };
+	static const char *const k_win[] = { "id", "bytes", NULL };
+	static const char *const k_started[] = { "id", "pid", NULL };
+	static const char *const k_exit[] = { "id", "code", "signal", NULL };
+	static const char *const k_err[] = { "id", "code", "message", NULL };
+	struct json_opts opts = JSON_OPTS_DEFAULT;
+	_cleanup_json_ json_t *o = NULL;
+	int64_t a, b;
+	int r, rb;
+
+	opts.max_bytes = AGENT_MAX_JSON;
+	opts.max_depth = 4;
+	r = json_parse_strict(p, n, &opts, &o);
+	if (r < 0) {
+		return r;
+	}
+	switch (type) {
+	case AGENT_MSG_PING:
+	case AGENT_MSG_PONG:
+		r = json_only_keys(o, k_id);
+		return r < 0 ? r : get_id(o, true, &m->id);
+	case AGENT_MSG_SHUTDOWN:
+	case AGENT_MSG_SHUTDOWN_ACK:
+	case AGENT_MSG_BOOT_ACK:
+	case AGENT_MSG_BOOT_REQUEST:
+		return json_only_keys(o, k_none);
+	case AGENT_MSG_EXEC:
+		return decode_exec(o, m);
+	case AGENT_MSG_SIGNAL:
+		r = json_only_keys(o, k_sig);
+		if (r >= 0) {
+			r = get_id(o, false, &m->id);
+		}
+		if (r >= 0) {
+			r = json_get_int(o, "signal", &m->signal);
+		}
+		if (r >= 0 && !agent_signal_allowed(m->signal)) {
+			r = -EBADMSG;
+		}
+		return r;
+	case AGENT_MSG_WINDOW:
+	case AGENT_MSG_STDIN_WINDOW:
+		r = json_only_keys(o, k_win);
+		if (r >= 0) {
+			r = get_id(o, false, &m->id);
+		}
+		if (r >= 0) {
+			r = json_get_int(o, "bytes", &m->bytes);
+		}
+		if (r >= 0 && (m->bytes < 1 || m->bytes > AGENT_MAX_WINDOW_RETURN)) {
+			r = -EBADMSG;
+		}
+		return r;
+	case AGENT_MSG_STARTED:
+		r = json_only_keys(o, k_started);
+		if (r >= 0) {
+			r = get_id(o, false, &m->id);
+		}
+		if (r >= 0) {
+			r = json_get_int(o, "pid", &m->pid);
+		}
+		if (r >= 0 && (m->pid < 1 || m->pid > INT32_MAX)) {
+			r = -EBADMSG;
+		}
+		return r;
+	case AGENT_MSG_EXIT:
+		r = json_only_keys(o, k_exit);
+		if (r >= 0) {
+			r = get_id(o, false, &m->id);
+		}
+		if (r < 0) {
+			return r;
+		}
+		/* Exactly one of code / signal. */
+		r = json_get_int(o, "code", &a);
+		rb = json_get_int(o, "signal", &b);
+		if (r >= 0 && rb == -ENOENT && a >= 0 && a <= 255) {
+			m->exited = true;
+			m->code = a;
+			return 0;
+		}
+		if (r == -ENOENT && rb >= 0 && b >= 1 && b <= 64) {
+			m->exited = false;
+			m->signal = b;
+			return 0;
+		}
+		return -EBADMSG;
+	case AGENT_MSG_ERROR:
+		r = json_only_keys(o, k_err);
+		if (r >= 0) {
+			r = get_id(o, true, &m->id);
+		}
+		if (r >= 0) {
+			r = get_capped_string(o, "code", 64, &m->err_code);
+		}
+		if (r >= 0) {
+			r = get_capped_string(o, "message", 4096, &m->message);
+		}
+		return r;
+	default:
+		return -EPROTO;
+	}
+}
+
+int agent_msg_decode(uint8_t type, const uint8_t *p, size_t n, struct agent_msg *ret)
+{
+	struct agent_msg m = { .type = type };
+	int r;
+
+	if (!agent_msg_from_host(type) && !agent_msg_from_guest(type) && type != AGENT_MSG_BOOT_ACK &&
+	    type != AGENT_MSG_BOOT_REQUEST) {
+		return -EPROTO;
+	}
+	if (is_data_type(type)) {
+		uint32_t id;
+		if (n < 4) {
+			return -EBADMSG;
+		}
+		if (n - 4 > AGENT_MAX_DATA) {
+			return -E2BIG;
+		}
+		id = ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+		if (id < 1 || id > AGENT_MAX_ID) {
+			return -EBADMSG;
+		}
+		/* Output frames are never empty; an empty STDIN frame is end of stdin. */
+		if (n == 4 && type != AGENT_MSG_STDIN) {
+			return -EBADMSG;
+		}
+		m.id = id;
+		m.data = p + 4;
+		m.data_len = n - 4;
+		*ret = m;
+		return 0;
+	}
+	r = decode_json(type, p, n, &m);
+	if (r < 0) {
+		agent_msg_release(&m);
+		return r;
+	}
+	*ret = m;
+	return 0;
+}
+
+static int json_strv(char *const *v, size_t n, json_t **ret)
+{
+	json_t *a = json_array();
+
+	if (!a) {
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (json_array_append_new(a, json_string(v[i])) < 0) {
+			json_decref(a);
+			return -EINVAL;
+		}
+	}
+	*ret = a;
+	return 0;
+}
+
+static int set_int(json_t *o, const char *k, int64_t v)
+{
+	return json_object_set_new(o, k, json_integer(v)) < 0 ? -ENOMEM : 0;
+}
+
+static int set_str(json_t *o, const char *k, const char *v)
+{
+	/* json_string refuses invalid UTF-8: that is a caller error worth reporting. */
+	return json_object_set_new(o, k, json_string(v)) < 0 ? -EINVAL : 0;
+}
+
+static int emit_json(struct buf *out, uint8_t type, const json_t *o)
+{
+	struct buf tmp;
+	int r;
+
+	r = buf_init(&tmp, AGENT_MAX_JSON, 0);
+	if (r < 0) {
+		return r;
+	}
+	r = json_write_jcs(o, &tmp);
+	if (r >= 0) {
+		r = frame_encode(out, type, buf_ptr(&tmp), buf_len(&tmp));
+	}
+	buf_release(&tmp);
+	return r;
+}
+
+int agent_msg_encode(const struct agent_msg *m, struct buf *out)
+{
+	_cleanup_json_ json_t *o = NULL;
+	json_t *a;
+	int r = 0;
+
+	if (is_data_type(m->type)) {
+		return agent_encode_data(out, m->type, m->id, m->data, m->data_len);
+	}
+	o = json_object();
+	if (!o) {
+		return -ENOMEM;
+	}
+	switch (m->type) {
+	case AGENT_MSG_SHUTDOWN:
+	case AGENT_MSG_SHUTDOWN_ACK:
+	case AGENT_MSG_BOOT_ACK:
+	case AGENT_MSG_BOOT_REQUEST:
+		break;
+	case AGENT_MSG_PING:
+	case AGENT_MSG_PONG:
+		r = set_int(o, "id", m->id);
+		break;
+	case AGENT_MSG_EXEC:
+		if (!m->argv || m->argc == 0 || m->argc > AGENT_MAX_ARGS || m->envc > AGENT_MAX_ENV) {
+			return -EINVAL;
+		}
+		r = set_int(o, "id", m->id);
+		if (r >= 0) {
+			r = json_strv(m->argv, m->argc, &a);
+			if (r >= 0) {
+				r = json_object_set_new(o, "argv", a) < 0 ? -ENOMEM : 0;
+			}
+		}
+		if (r >= 0 && m->env && m->envc > 0) {
+			r = json_strv(m->env, m->envc, &a);
+			if (r >= 0) {
+				r = json_object_set_new(o, "env", a) < 0 ? -ENOMEM : 0;
+			}
+		}
+		if (r >= 0 && m->cwd) {
+			r = set_str(o, "cwd", m->cwd);
+		}
+		if (r >= 0 && m->stdin_open) {
+			r = json_object_set_new(o, "stdin", json_true()) < 0 ? -ENOMEM : 0;
+		}
+		break;
+	case AGENT_MSG_SIGNAL:
+		r = set_int(o, "id", m->id);
+		if (r >= 0) {
+			r = set_int(o, "signal", m->signal);
+		}
+		break;
+	case AGENT_MSG_WINDOW:
+	case AGENT_MSG_STDIN_WINDOW:
+		r = set_int(o, "id", m->id);
+		if (r >= 0) {
+			r = set_int(o, "bytes", m->bytes);
+		}
+		break;
+	case AGENT_MSG_STARTED:
+		r = set_int(o, "id", m->id);
+		if (r >= 0) {
+			r = set_int(o, "pid", m->pid);
+		}
+		break;
+	case AGENT_MSG_EXIT:
+		r = set_int(o, "id", m->id);
+		if (r >= 0) {
+			r = m->exited ? set_int(o, "code", m->code) : set_int(o, "signal", m->signal);
+		}
+		break;
+	case AGENT_MSG_ERROR:
+		r = set_int(o, "id", m->id);
+		if (r >= 0) {
+			r = set_str(o, "code", m->err_code ? m->err_code : AGENT_ERR_PROTO);
+		}
+		if (r >= 0) {
+			r = set_str(o, "message", m->message ? m->message : "");
+		}
+		break;
+	default:
+		return -EPROTO;
+	}
+	if (r < 0) {
+		return r;
+	}
+	return emit_json(out, m->type, o);
+}
+
+int agent_encode_data(struct buf *out, uint8_t type, uint32_t id, const void *p, size_t n)
+{
+	size_t need;
+	uint8_t *w;
+	int r;
+
+	if (!is_data_type(type) || n > AGENT_MAX_DATA || id < 1 || id > AGENT_MAX_ID) {
+		return -EINVAL;
+	}
+	need = FRAME_HEADER_SIZE + 4 + n;
+	if (buf_avail(out) < need) {
+		return -E2BIG;
+	}
+	r = buf_reserve(out, need, &w);
+	if (r < 0) {
+		return r;
+	}
+	w[0] = type;
+	w[1] = (uint8_t)((n + 4) >> 24);
+	w[2] = (uint8_t)((n + 4) >> 16);
+	w[3] = (uint8_t)((n + 4) >> 8);
+	w[4] = (uint8_t)(n + 4);
+	w[5] = (uint8_t)(id >> 24);
+	w[6] = (uint8_t)(id >> 16);
+	w[7] = (uint8_t)(id >> 8);
+	w[8] = (uint8_t)id;
+	if (n > 0) {
+		memcpy(w + 9, p, n);
+	}
+	return 0;
+}
+
+int agent_encode_simple(struct buf *out, uint8_t type, uint32_t id)
+{
+	struct agent_msg m = { .type = type, .id = id };
+
+	return agent_msg_encode(&m, out);
+}
+
+int agent_encode_error(struct buf *out, uint32_t id, const char *code, const char *message)
+{
+	struct agent_msg m = { .type = AGENT_MSG_ERROR, .id = id };
+	int r;
+
+	/* The message struct owns its strings; borrow them for the encode only. */
+	m.err_code = (char *)code;
+	m.message = (char *)message;
+	r = agent_msg_encode(&m, out);
+	return r;
+}
+
+/* ---- boot config ---- */
+
+void boot_config_release(struct boot_config *c)
+{
+	if (!c) {
+		return;
+	}
+	free(c->box_id);
+	free(c->hostname);
+	strv_free(c->env);
+	*c = (struct boot_config){ 0 };
+}
+
+static bool valid_name(const char *s, size_t max, bool allow_dot_underscore)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > max) {
+		return false;
+	}
+	for (size_t i = 0; i < n; i++) {
+		char ch = s[i];
+		bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+			  ch == '-' || (allow_dot_underscore && (ch == '.' || ch == '_'));
+		if (!ok) {
+			return false;
+		}
+	}
+	return true;
+}
+
+int boot_config_decode(const uint8_t *p, size_t n, struct boot_config *ret)
+{
+	static const char *const keys[] = { "box_id", "hostname", "env",     "clock_sec", "clock_nsec",
+					    "vcpus",  "mem_mib",  "entropy", NULL };
+	struct json_opts opts = JSON_OPTS_DEFAULT;
+	_cleanup_json_ json_t *o = NULL;
+	struct boot_config c = { 0 };
+	int r;
+
+	opts.max_bytes = AGENT_MAX_JSON;
+	opts.max_depth = 4;
+	r = json_parse_strict(p, n, &opts, &o);
+	if (r < 0) {
+		return r;
+	}
+	r = json_only_keys(o, keys);
+	if (r >= 0) {
+		r = get_capped_string(o, "box_id", 64, &c.box_id);
+	}
+	if (r >= 0 && !valid_name(c.box_id, 64, true)) {
+		r = -EBADMSG;
+	}
+	if (r >= 0) {
+		r = get_capped_string(o, "hostname", 63, &c.hostname);
+	}
+	if (r >= 0 && !valid_name(c.hostname, 63, false)) {
+		r = -EBADMSG;
+	}
+	if (r >= 0) {
+		r = get_strv(o, "env", BOOT_MAX_ENV, BOOT_MAX_STRING, true, &c.env, &c.envc);
+	}
+	if (r >= 0) {
+		r = json_get_int(o, "clock_sec", &c.clock_sec);
+	}
+	if (r >= 0) {
+		r = json_get_int(o, "clock_nsec", &c.clock_nsec);
+	}
+	if (r >= 0) {
+		r = json_get_int(o, "vcpus", &c.vcpus);
+	}
+	if (r >= 0) {
+		r = json_get_int(o, "mem_mib", &c.mem_mib);
+	}
+	if (r >= 0) {
+		json_t *arr;
+		r = json_get_array(o, "entropy", &arr);
+		if (r >= 0 && json_array_size(arr) != BOOT_ENTROPY_WORDS) {
+			r = -EBADMSG;
+		}
+		for (size_t i = 0; r >= 0 && i < BOOT_ENTROPY_WORDS; i++) {
+			json_t *v = json_array_get(arr, i);
+			if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+			    json_integer_value(v) > (json_int_t)UINT32_MAX) {
+				r = -EBADMSG;
+			} else {
+				c.entropy[i] = (uint32_t)json_integer_value(v);
+			}
+		}
+	}
+	if (r >= 0 && (c.clock_sec < 0 || c.clock_nsec < 0 || c.clock_nsec > 999999999 || c.vcpus < 1 ||
+		       c.vcpus > 256 || c.mem_mib < 64 || c.mem_mib > (1 << 20))) {
+		r = -EBADMSG;
+	}
+	if (r < 0) {
+		boot_config_release(&c);
+		return r;
+	}
+	*ret = c;
+	return 0;
+}
+
+int boot_config_encode(const struct boot_config *c, struct buf *out)
+{
+	_cleanup_json_ json_t *o = json_object();
+	json_t *a;
+	int r;
+
+	if (!o) {
+		return -ENOMEM;
+	}
+	r = set_str(o, "box_id", c->box_id);
+	if (r >= 0) {
+		r = set_str(o, "hostname", c->hostname);
+	}
+	if (r >= 0) {
+		r = json_strv(c->env, c->envc, &a);
+		if (r >= 0) {
+			r = json_object_set_new(o, "env", a) < 0 ? -ENOMEM : 0;
+		}
+	}
+	if (r >= 0) {
+		r = set_int(o, "clock_sec", c->clock_sec);
+	}
+	if (r >= 0) {
+		r = set_int(o, "clock_nsec", c->clock_nsec);
+	}
+	if (r >= 0) {
+		r = set_int(o, "vcpus", c->vcpus);
+	}
+	if (r >= 0) {
+		r = set_int(o, "mem_mib", c->mem_mib);
+	}
+	if (r >= 0) {
+		a = json_array();
+		r = a ? 0 : -ENOMEM;
+		for (size_t i = 0; r >= 0 && i < BOOT_ENTROPY_WORDS; i++) {
+			r = json_array_append_new(a, json_integer(c->entropy[i])) < 0 ? -ENOMEM : 0;
+		}
+		if (a && json_object_set_new(o, "entropy", a) < 0 && r >= 0) {
+			r = -ENOMEM;
+		}
+	}
+	if (r < 0) {
+		return r;
+	}
+	return emit_json(out, AGENT_MSG_BOOT_CONFIG, o);
+}

@@ -1,0 +1,349 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The host's agent client against a fake guest on a socketpair: a normal
+ * exchange, and guests that lie or flood. The host must cut a lying guest
+ * off and stay bounded in memory whatever it sends.
+ */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+
+#include <cmocka.h>
+
+#include "banned.h"
+#include "frame.h"
+#include "vmm/agent-client.h"
+
+struct pair {
+	struct agent_client *c;
+	int guest;
+};
+
+static void pair_open(struct pair *p)
+{
+	int sv[2];
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	assert_int_equal(agent_client_new(sv[0], &p->c), 0);
+	p->guest = sv[1];
+}
+
+static void pair_close(struct pair *p)
+{
+	agent_client_free(p->c);
+	(void)close(p->guest);
+}
+
+static void guest_send(struct pair *p, const struct buf *b)
+{
+	assert_int_equal(write(p->guest, buf_ptr(b), buf_len(b)), (ssize_t)buf_len(b));
+}
+
+static void guest_send_json(struct pair *p, uint8_t type, const char *json)
+{
+	struct buf b;
+	assert_int_equal(buf_init(&b, 1 << 20, 0), 0);
+	assert_int_equal(frame_encode(&b, type, json, strlen(json)), 0);
+	guest_send(p, &b);
+	buf_release(&b);
+}
+
+/* Read one frame the host sent and decode it. */
+static void guest_recv(struct pair *p, struct agent_msg *m)
+{
+	struct frame_decoder d;
+	struct buf payload;
+	uint8_t byte, type;
+	size_t used;
+	int r = 0;
+
+	assert_int_equal(frame_decoder_init(&d, FRAME_MAX_PAYLOAD), 0);
+	assert_int_equal(buf_init(&payload, FRAME_MAX_PAYLOAD, 0), 0);
+	while (r == 0) {
+		assert_int_equal(read(p->guest, &byte, 1), 1);
+		r = frame_decoder_feed(&d, &byte, 1, &used);
+	}
+	assert_int_equal(r, 1);
+	assert_int_equal(frame_decoder_take(&d, &type, &payload), 0);
+	assert_int_equal(agent_msg_decode(type, buf_ptr(&payload), buf_len(&payload), m), 0);
+	/* Data views would dangle: the tests only look at JSON messages here. */
+	m->data = NULL;
+	buf_release(&payload);
+	frame_decoder_release(&d);
+}
+
+static void test_exec_exchange(void **state)
+{
+	char *argv[] = { "echo", "hi", NULL };
+	struct pair p;
+	struct agent_event ev;
+	struct agent_msg m;
+	struct buf b;
+	uint32_t id;
+	(void)state;
+
+	pair_open(&p);
+	assert_int_equal(agent_client_exec(p.c, argv, NULL, NULL, false, &id), 0);
+	/* Nothing arrives yet: the call flushes the request, then times out. */
+	assert_int_equal(agent_client_next(p.c, 10, &ev), 0);
+	guest_recv(&p, &m);
+	assert_int_equal(m.type, AGENT_MSG_EXEC);
+	assert_int_equal(m.id, id);
+	assert_string_equal(m.argv[1], "hi");
+	agent_msg_release(&m);
+
+	assert_int_equal(buf_init(&b, 1 << 20, 0), 0);
+	{
+		struct agent_msg s = { .type = AGENT_MSG_STARTED, .id = id, .pid = 42 };
+		assert_int_equal(agent_msg_encode(&s, &b), 0);
+		assert_int_equal(agent_encode_data(&b, AGENT_MSG_STDOUT, id, "hi\n", 3), 0);
+	}
+	guest_send(&p, &b);
+	buf_reset(&b);
+	assert_int_equal(agent_client_next(p.c, 1000, &ev), 1);
+	assert_int_equal(ev.type, AGENT_EV_STARTED);
+	assert_int_equal(ev.pid, 42);
+	assert_int_equal(agent_client_next(p.c, 1000, &ev), 1);
+	assert_int_equal(ev.type, AGENT_EV_STDOUT);
+	assert_int_equal(ev.len, 3);
+	assert_memory_equal(ev.data, "hi\n", 3);
+	/* The host hands the output credit back before it waits again. */
+	assert_int_equal(agent_client_next(p.c, 10, &ev), 0);
+	guest_recv(&p, &m);
+	assert_int_equal(m.type, AGENT_MSG_WINDOW);
+	assert_int_equal(m.id, id);
+	assert_int_equal(m.bytes, 3);
+	agent_msg_release(&m);
+	{
+		struct agent_msg e = { .type = AGENT_MSG_EXIT, .id = id, .exited = true, .code = 0 };
+		assert_int_equal(agent_encode_data(&b, AGENT_MSG_STDERR, id, "e", 1), 0);
+		assert_int_equal(agent_msg_encode(&e, &b), 0);
+	}
+	guest_send(&p, &b);
+	buf_release(&b);
+	assert_int_equal(agent_client_next(p.c, 1000, &ev), 1);
+	assert_int_equal(ev.type, AGENT_EV_STDERR);
+	assert_int_equal(agent_client_next(p.c, 1000, &ev), 1);
+	assert_int_equal(ev.type, AGENT_EV_EXIT);
+	assert_true(ev.exited);
+	assert_int_equal(ev.code, 0);
+	/* The exec is over: more output for it is a lie. */
+	assert_int_equal(buf_init(&b, 1 << 20, 0), 0);
+	assert_int_equal(agent_encode_data(&b, AGENT_MSG_STDOUT, id, "x", 1), 0);
+	guest_send(&p, &b);
+	buf_release(&b);
+	assert_int_equal(agent_client_next(p.c, 1000, &ev), -EPROTO);
+	assert_int_equal(agent_client_next(p.c, 1000, &ev), -EPROTO);
+	pair_close(&p);
+}
+
+static void test_stdin_credit(void **state)
+{
+	char *argv[] = { "cat", NULL };
+	static uint8_t data[2 << 20];
+	struct pair p;
+	struct agent_event ev;
+	size_t sent = 0, k;
+	uint32_t id;
+	char json[64];
+	(void)state;
+
+	pair_open(&p);
+	assert_int_equal(agent_client_exec(p.c, argv, NULL, NULL, true, &id), 0);
+	/* 2 MB offered: only the window goes out until the guest credits more. */
+	assert_int_equal(agent_client_stdin(p.c, id, data, sizeof(data), &sent), 0);
+	assert_int_equal(sent, AGENT_STDIN_WINDOW);
+	assert_int_equal(agent_client_stdin(p.c, id, data, sizeof(data), &k), 0);
+	assert_int_equal(k, 0);
+	/* The guest returns 1000 bytes of credit. */
+	(void)snprintf(json, sizeof(json), "{\"bytes\":1000,\"id\":%u}", id);
+	guest_send_json(&p, AGENT_MSG_STDIN_WINDOW, json);
+	assert_int_equal(agent_client_next(p.c, 1000, &ev), 1);
+	assert_int_equal(ev.type, AGENT_EV_STDIN_CREDIT);
+	assert_int_equal(agent_client_stdin_credit(p.c, id), 1000);
+	/* Credit beyond what was ever used is a lie. */
+	(void)snprintf(json, sizeof(json), "{\"bytes\":%u,\"id\":%u}", (unsigned)AGENT_STDIN_WINDOW, id);
+	guest_send_json(&p, AGENT_MSG_STDIN_WINDOW, json);
+	assert_int_equal(agent_client_next(p.c, 1000, &ev), -EPROTO);
+	pair_close(&p);
+}
+
+static void test_lies(void **state)
+{
+	struct pair p;
+	struct agent_event ev;
+	(void)state;
+
+	/* A pong for a ping never sent. */
+	pair_open(&p);
+	guest_send_json(&p, AGENT_MSG_PONG, "{\"id\":5}");
+	assert_int_equal(agent_client_next(p.c, 1000, &ev), -EPROTO);
+	pair_close(&p);
+	/* A type only the host may send. */
+	pair_open(&p);
+	guest_send_json(&p, AGENT_MSG_EXEC, "{\"argv\":[\"x\"],\"id\":1}");
+	assert_int_equal(agent_client_next(p.c, 1000, &ev), -EPROTO);
+	pair_close(&p);
+	/* An unknown type. */
+	pair_open(&p);
+	guest_send_json(&p, 0x7e, "{}");
+	assert_int_equal(agent_client_next(p.c, 1000, &ev), -EPROTO);
+	pair_close(&p);
+	/* STARTED for an exec the host never asked for. */
+	pair_open(&p);
+	guest_send_json(&p, AGENT_MSG_STARTED, "{\"id\":9,\"pid\":1}");
+	assert_int_equal(agent_client_next(p.c, 1000, &ev), -EPROTO);
+	pair_close(&p);
+	/* Malformed JSON. */
+	pair_open(&p);
+	{
+		uint32_t id;
+		assert_int_equal(agent_client_ping(p.c, &id), 0);
+		guest_send_json(&p, AGENT_MSG_PONG, "{\"id\":1,}");
+		assert_int_equal(agent_client_next(p.c, 1000, &ev), -EPROTO);
+	}
+	pair_close(&p);
+	/* The guest goes away. */
+	pair_open(&p);
+	(void)close(p.guest);
+	p.guest = -1;
+	assert_int_equal(agent_client_next(p.c, 1000, &ev), -EPIPE);
+	agent_client_free(p.c);
+}
+
+static uint64_t rss_kib(void)
+{
+	char text[4096];
+	FILE *f = fopen("/proc/self/status", "re");
+	uint64_t v = 0;
+
+	assert_non_null(f);
+	while (fgets(text, sizeof(text), f)) {
+		if (strncmp(text, "VmRSS:", 6) == 0) {
+			v = strtoull(text + 6, NULL, 10);
+		}
+	}
+	(void)fclose(f);
+	return v;
+}
+
+/* A fake guest process that writes `total` bytes: header (type, len) then filler, repeated. */
+static pid_t flood(int fd, uint8_t type, uint32_t len, uint64_t total, uint32_t id)
+{
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		static uint8_t chunk[1 << 16];
+		uint64_t done = 0;
+		(void)signal(SIGPIPE, SIG_DFL);
+		while (done < total) {
+			uint8_t hdr[9] = {
+				type,	      (uint8_t)(len >> 24), (uint8_t)(len >> 16), (uint8_t)(len >> 8),
+				(uint8_t)len, (uint8_t)(id >> 24),  (uint8_t)(id >> 16),  (uint8_t)(id >> 8),
+				(uint8_t)id
+			};
+			if (write(fd, hdr, sizeof(hdr)) != (ssize_t)sizeof(hdr)) {
+				_exit(0);
+			}
+			for (uint32_t left = len - 4; left > 0;) {
+				uint32_t k = left < sizeof(chunk) ? left : (uint32_t)sizeof(chunk);
+				if (write(fd, chunk, k) != (ssize_t)k) {
+					_exit(0);
+				}
+				left -= k;
+			}
+			done += len + 5;
+		}
+		_exit(0);
+	}
+	return pid;
+}
+
+static void test_flood_oversized(void **state)
+{
+	struct pair p;
+	struct agent_event ev;
+	uint64_t before, after;
+	pid_t pid;
+	int status;
+	(void)state;
+
+	pair_open(&p);
+	before = rss_kib();
+	/* Frames announcing 1 GiB each, 256 MiB written in all: cut off at the first header. */
+	pid = flood(p.guest, AGENT_MSG_STDOUT, 1u << 30, 256u << 20, 1);
+	assert_int_equal(agent_client_next(p.c, 5000, &ev), -E2BIG);
+	after = rss_kib();
+	assert_true(agent_client_bytes_in(p.c) <= 64 * 1024 + 16);
+	(void)close(p.guest); /* the writer sees EPIPE and stops */
+	p.guest = -1;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(after < before + 2048);
+	agent_client_free(p.c);
+
+	/* Frames just over the host's per-frame cap: refused at the header too. */
+	pair_open(&p);
+	pid = flood(p.guest, AGENT_MSG_STDOUT, AGENT_CLIENT_MAX_FRAME + 1, 64u << 20, 1);
+	assert_int_equal(agent_client_next(p.c, 5000, &ev), -E2BIG);
+	(void)close(p.guest);
+	p.guest = -1;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	agent_client_free(p.c);
+}
+
+/* A guest streaming 256 MiB of valid output: the host keeps up in constant memory. */
+static void test_flood_valid(void **state)
+{
+	char *argv[] = { "yes", NULL };
+	struct pair p;
+	struct agent_event ev;
+	uint64_t before, after, got = 0;
+	uint32_t id;
+	pid_t pid;
+	int status, r;
+	char json[64];
+	(void)state;
+
+	pair_open(&p);
+	assert_int_equal(agent_client_exec(p.c, argv, NULL, NULL, false, &id), 0);
+	(void)snprintf(json, sizeof(json), "{\"id\":%u,\"pid\":7}", id);
+	guest_send_json(&p, AGENT_MSG_STARTED, json);
+	assert_int_equal(agent_client_next(p.c, 1000, &ev), 1);
+	before = rss_kib();
+	/* The fake guest never reads the host's credit: the socket buffer absorbs it (small frames). */
+	pid = flood(p.guest, AGENT_MSG_STDOUT, AGENT_MAX_DATA + 4, 256u << 20, id);
+	while (got < (200u << 20)) {
+		r = agent_client_next(p.c, 5000, &ev);
+		if (r < 0) {
+			break;
+		}
+		assert_int_equal(r, 1);
+		assert_int_equal(ev.type, AGENT_EV_STDOUT);
+		got += ev.len;
+	}
+	after = rss_kib();
+	assert_true(got >= (200u << 20));
+	assert_true(after < before + 4096);
+	(void)close(p.guest);
+	p.guest = -1;
+	(void)kill(pid, SIGKILL);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	agent_client_free(p.c);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_exec_exchange), cmocka_unit_test(test_stdin_credit),
+		cmocka_unit_test(test_lies),	      cmocka_unit_test(test_flood_oversized),
+		cmocka_unit_test(test_flood_valid),
+	};
+	(void)signal(SIGPIPE, SIG_IGN);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,294 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "banned.h"
+#include "frame.h"
+#include "vmm/agent-proto.h"
+
+/* Decode the single frame at the start of b. */
+static int decode_buf(const struct buf *b, struct agent_msg *m)
+{
+	const uint8_t *p;
+	size_t n;
+	uint8_t type;
+	int r = frame_decode_one(buf_ptr(b), buf_len(b), FRAME_MAX_PAYLOAD, &type, &p, &n);
+	if (r < 0) {
+		return r;
+	}
+	return agent_msg_decode(type, p, n, m);
+}
+
+static int decode_json(uint8_t type, const char *json, struct agent_msg *m)
+{
+	return agent_msg_decode(type, (const uint8_t *)json, strlen(json), m);
+}
+
+static void test_exec_roundtrip(void **state)
+{
+	char *argv[] = { "sh", "-c", "echo hi", NULL };
+	char *env[] = { "A=1", "PATH=/bin", NULL };
+	struct agent_msg m = { .type = AGENT_MSG_EXEC,
+			       .id = 7,
+			       .argv = argv,
+			       .argc = 3,
+			       .env = env,
+			       .envc = 2,
+			       .cwd = "/workspace",
+			       .stdin_open = true };
+	struct agent_msg d;
+	struct buf b;
+	(void)state;
+
+	assert_int_equal(buf_init(&b, 1 << 20, 0), 0);
+	assert_int_equal(agent_msg_encode(&m, &b), 0);
+	assert_int_equal(decode_buf(&b, &d), 0);
+	assert_int_equal(d.type, AGENT_MSG_EXEC);
+	assert_int_equal(d.id, 7);
+	assert_int_equal(d.argc, 3);
+	assert_string_equal(d.argv[2], "echo hi");
+	assert_null(d.argv[3]);
+	assert_int_equal(d.envc, 2);
+	assert_string_equal(d.env[1], "PATH=/bin");
+	assert_string_equal(d.cwd, "/workspace");
+	assert_true(d.stdin_open);
+	agent_msg_release(&d);
+	buf_release(&b);
+}
+
+static void test_data_roundtrip(void **state)
+{
+	struct agent_msg d;
+	struct buf b;
+	uint8_t *big = calloc(1, AGENT_MAX_DATA + 1);
+	(void)state;
+
+	assert_non_null(big);
+	assert_int_equal(buf_init(&b, 1 << 20, 0), 0);
+	assert_int_equal(agent_encode_data(&b, AGENT_MSG_STDOUT, 3, "abc", 3), 0);
+	assert_int_equal(decode_buf(&b, &d), 0);
+	assert_int_equal(d.id, 3);
+	assert_int_equal(d.data_len, 3);
+	assert_memory_equal(d.data, "abc", 3);
+	agent_msg_release(&d);
+	buf_reset(&b);
+	/* The largest data frame passes, one more byte does not (encoder and decoder). */
+	assert_int_equal(agent_encode_data(&b, AGENT_MSG_STDOUT, 3, big, AGENT_MAX_DATA), 0);
+	assert_int_equal(decode_buf(&b, &d), 0);
+	agent_msg_release(&d);
+	assert_int_equal(agent_encode_data(&b, AGENT_MSG_STDOUT, 3, big, AGENT_MAX_DATA + 1), -EINVAL);
+	{
+		uint8_t *raw = calloc(1, AGENT_MAX_DATA + 5);
+		assert_non_null(raw);
+		raw[3] = 1;
+		assert_int_equal(agent_msg_decode(AGENT_MSG_STDOUT, raw, AGENT_MAX_DATA + 4, &d), 0);
+		agent_msg_release(&d);
+		assert_int_equal(agent_msg_decode(AGENT_MSG_STDOUT, raw, AGENT_MAX_DATA + 5, &d), -E2BIG);
+		/* id 0 is not an exec id; an empty output frame is refused; an empty stdin frame is EOF. */
+		raw[3] = 0;
+		assert_int_equal(agent_msg_decode(AGENT_MSG_STDOUT, raw, 10, &d), -EBADMSG);
+		raw[3] = 1;
+		assert_int_equal(agent_msg_decode(AGENT_MSG_STDOUT, raw, 4, &d), -EBADMSG);
+		assert_int_equal(agent_msg_decode(AGENT_MSG_STDIN, raw, 4, &d), 0);
+		assert_int_equal(d.data_len, 0);
+		assert_int_equal(agent_msg_decode(AGENT_MSG_STDIN, raw, 3, &d), -EBADMSG);
+		free(raw);
+	}
+	free(big);
+	buf_release(&b);
+}
+
+static void test_unknown_and_strict(void **state)
+{
+	struct agent_msg m;
+	(void)state;
+
+	assert_int_equal(decode_json(0x7f, "{}", &m), -EPROTO);
+	assert_int_equal(decode_json(AGENT_MSG_BOOT_CONFIG, "{}", &m), -EPROTO);
+	/* Unknown keys, duplicate keys, wrong types, trailing bytes. */
+	assert_int_equal(decode_json(AGENT_MSG_PING, "{\"id\":1,\"x\":2}", &m), -EBADMSG);
+	assert_int_not_equal(decode_json(AGENT_MSG_PING, "{\"id\":1,\"id\":2}", &m), 0);
+	assert_int_equal(decode_json(AGENT_MSG_PING, "{\"id\":\"1\"}", &m), -EBADMSG);
+	assert_int_not_equal(decode_json(AGENT_MSG_PING, "{\"id\":1} x", &m), 0);
+	assert_int_equal(decode_json(AGENT_MSG_PING, "{\"id\":1}", &m), 0);
+	agent_msg_release(&m);
+	/* exec: argv required and non-empty, cwd absolute, env K=V. */
+	assert_int_equal(decode_json(AGENT_MSG_EXEC, "{\"id\":1}", &m), -ENOENT);
+	assert_int_equal(decode_json(AGENT_MSG_EXEC, "{\"id\":1,\"argv\":[]}", &m), -EBADMSG);
+	assert_int_equal(decode_json(AGENT_MSG_EXEC, "{\"id\":1,\"argv\":[\"\"]}", &m), -EBADMSG);
+	assert_int_equal(decode_json(AGENT_MSG_EXEC, "{\"id\":1,\"argv\":[1]}", &m), -EBADMSG);
+	assert_int_equal(decode_json(AGENT_MSG_EXEC, "{\"id\":1,\"argv\":[\"a\"],\"cwd\":\"rel\"}", &m), -EBADMSG);
+	assert_int_equal(decode_json(AGENT_MSG_EXEC, "{\"id\":1,\"argv\":[\"a\"],\"env\":[\"NOEQ\"]}", &m), -EBADMSG);
+	assert_int_equal(decode_json(AGENT_MSG_EXEC, "{\"id\":1,\"argv\":[\"a\"],\"env\":[\"=v\"]}", &m), -EBADMSG);
+	assert_int_equal(decode_json(AGENT_MSG_EXEC, "{\"id\":0,\"argv\":[\"a\"]}", &m), -EBADMSG);
+	assert_int_equal(decode_json(AGENT_MSG_EXEC, "{\"id\":2147483648,\"argv\":[\"a\"]}", &m), -EBADMSG);
+	assert_int_equal(decode_json(AGENT_MSG_EXEC, "{\"id\":2147483647,\"argv\":[\"a\"]}", &m), 0);
+	agent_msg_release(&m);
+	/* signal: only the allowed set. */
+	assert_int_equal(decode_json(AGENT_MSG_SIGNAL, "{\"id\":1,\"signal\":2}", &m), 0);
+	assert_int_equal(decode_json(AGENT_MSG_SIGNAL, "{\"id\":1,\"signal\":19}", &m), -EBADMSG);
+	/* exit: exactly one of code/signal, in range. */
+	assert_int_equal(decode_json(AGENT_MSG_EXIT, "{\"id\":1,\"code\":3}", &m), 0);
+	assert_true(m.exited);
+	assert_int_equal(m.code, 3);
+	assert_int_equal(decode_json(AGENT_MSG_EXIT, "{\"id\":1,\"signal\":9}", &m), 0);
+	assert_false(m.exited);
+	assert_int_equal(decode_json(AGENT_MSG_EXIT, "{\"id\":1,\"code\":3,\"signal\":9}", &m), -EBADMSG);
+	assert_int_equal(decode_json(AGENT_MSG_EXIT, "{\"id\":1,\"code\":256}", &m), -EBADMSG);
+	assert_int_equal(decode_json(AGENT_MSG_EXIT, "{\"id\":1}", &m), -EBADMSG);
+	/* window: positive, capped. */
+	assert_int_equal(decode_json(AGENT_MSG_WINDOW, "{\"id\":1,\"bytes\":0}", &m), -EBADMSG);
+	assert_int_equal(decode_json(AGENT_MSG_WINDOW, "{\"id\":1,\"bytes\":1073741824}", &m), 0);
+	assert_int_equal(decode_json(AGENT_MSG_WINDOW, "{\"id\":1,\"bytes\":1073741825}", &m), -EBADMSG);
+	/* error strings are capped. */
+	{
+		size_t n = 4097 + 64;
+		char *s = malloc(n + 64);
+		assert_non_null(s);
+		int k = snprintf(s, n + 64, "{\"id\":0,\"code\":\"x\",\"message\":\"");
+		memset(s + k, 'a', 4097);
+		memcpy(s + k + 4097, "\"}", 3);
+		assert_int_equal(decode_json(AGENT_MSG_ERROR, s, &m), -E2BIG);
+		memcpy(s + k + 4096, "\"}", 3);
+		assert_int_equal(decode_json(AGENT_MSG_ERROR, s, &m), 0);
+		agent_msg_release(&m);
+		free(s);
+	}
+}
+
+/* AGENT_MAX_ARGS argv entries pass, one more does not. */
+static void test_argv_cap(void **state)
+{
+	struct buf b;
+	struct agent_msg m;
+	(void)state;
+
+	assert_int_equal(buf_init(&b, 1 << 20, 0), 0);
+	for (int extra = 0; extra <= 1; extra++) {
+		buf_reset(&b);
+		assert_int_equal(buf_putf(&b, "{\"id\":1,\"argv\":["), 0);
+		for (int i = 0; i < AGENT_MAX_ARGS + extra; i++) {
+			assert_int_equal(buf_putf(&b, "%s\"a\"", i ? "," : ""), 0);
+		}
+		assert_int_equal(buf_putf(&b, "]}"), 0);
+		int r = agent_msg_decode(AGENT_MSG_EXEC, buf_ptr(&b), buf_len(&b), &m);
+		if (extra) {
+			assert_int_equal(r, -E2BIG);
+		} else {
+			assert_int_equal(r, 0);
+			assert_int_equal(m.argc, AGENT_MAX_ARGS);
+			agent_msg_release(&m);
+		}
+	}
+	buf_release(&b);
+}
+
+static void test_string_cap(void **state)
+{
+	struct buf b;
+	struct agent_msg m;
+	(void)state;
+
+	assert_int_equal(buf_init(&b, 1 << 20, 0), 0);
+	for (int extra = 0; extra <= 1; extra++) {
+		uint8_t *w;
+		buf_reset(&b);
+		assert_int_equal(buf_putf(&b, "{\"id\":1,\"argv\":[\""), 0);
+		assert_int_equal(buf_reserve(&b, AGENT_MAX_STRING + extra, &w), 0);
+		memset(w, 'x', AGENT_MAX_STRING + extra);
+		assert_int_equal(buf_putf(&b, "\"]}"), 0);
+		int r = agent_msg_decode(AGENT_MSG_EXEC, buf_ptr(&b), buf_len(&b), &m);
+		assert_int_equal(r, extra ? -E2BIG : 0);
+		agent_msg_release(&m);
+	}
+	buf_release(&b);
+}
+
+static void test_direction(void **state)
+{
+	(void)state;
+	assert_true(agent_msg_from_host(AGENT_MSG_EXEC));
+	assert_false(agent_msg_from_guest(AGENT_MSG_EXEC));
+	assert_true(agent_msg_from_guest(AGENT_MSG_STDOUT));
+	assert_false(agent_msg_from_host(AGENT_MSG_STDOUT));
+	assert_false(agent_msg_from_guest(0));
+	assert_false(agent_signal_allowed(SIGSTOP));
+	assert_true(agent_signal_allowed(SIGKILL));
+}
+
+static void test_boot_config(void **state)
+{
+	char *env[] = { "LANG=C", NULL };
+	struct boot_config c = { .box_id = "demo-1",
+				 .hostname = "box",
+				 .env = env,
+				 .envc = 1,
+				 .clock_sec = 1700000000,
+				 .clock_nsec = 5,
+				 .vcpus = 2,
+				 .mem_mib = 2048 };
+	struct boot_config d;
+	struct buf b;
+	const uint8_t *p;
+	size_t n;
+	uint8_t type;
+	(void)state;
+
+	assert_int_equal(buf_init(&b, 1 << 20, 0), 0);
+	assert_int_equal(boot_config_encode(&c, &b), 0);
+	assert_int_equal(frame_decode_one(buf_ptr(&b), buf_len(&b), FRAME_MAX_PAYLOAD, &type, &p, &n), 0);
+	assert_int_equal(type, AGENT_MSG_BOOT_CONFIG);
+	assert_int_equal(boot_config_decode(p, n, &d), 0);
+	assert_string_equal(d.box_id, "demo-1");
+	assert_string_equal(d.env[0], "LANG=C");
+	assert_int_equal(d.clock_sec, 1700000000);
+	boot_config_release(&d);
+	/* Bad hostname, missing member, unknown member. */
+	c.hostname = "a b";
+	buf_reset(&b);
+	assert_int_equal(boot_config_encode(&c, &b), 0);
+	assert_int_equal(frame_decode_one(buf_ptr(&b), buf_len(&b), FRAME_MAX_PAYLOAD, &type, &p, &n), 0);
+	assert_int_equal(boot_config_decode(p, n, &d), -EBADMSG);
+	assert_int_equal(boot_config_decode((const uint8_t *)"{\"box_id\":\"a\"}", 14, &d), -ENOENT);
+	assert_int_equal(boot_config_decode((const uint8_t *)"{\"zz\":1}", 8, &d), -EBADMSG);
+	/* The entropy array: exactly BOOT_ENTROPY_WORDS u32 values. */
+	{
+		static const char head[] =
+			"{\"box_id\":\"b\",\"clock_nsec\":0,\"clock_sec\":1,\"env\":[],\"hostname\":\"h\","
+			"\"mem_mib\":2048,\"vcpus\":2,\"entropy\":";
+		static const char *const tails[] = {
+			"[1,2,3,4,5,6,7,4294967295]}", "[1,2,3,4,5,6,7]}",    "[1,2,3,4,5,6,7,8,9]}",
+			"[1,2,3,4,5,6,7,4294967296]}", "[1,2,3,4,5,6,7,-1]}",
+		};
+		for (size_t i = 0; i < 5; i++) {
+			char doc[512];
+			int k = snprintf(doc, sizeof(doc), "%s%s", head, tails[i]);
+			int r = boot_config_decode((const uint8_t *)doc, (size_t)k, &d);
+			assert_int_equal(r, i == 0 ? 0 : -EBADMSG);
+			if (r == 0) {
+				assert_int_equal(d.entropy[7], 4294967295u);
+				boot_config_release(&d);
+			}
+		}
+	}
+	buf_release(&b);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_exec_roundtrip),	   cmocka_unit_test(test_data_roundtrip),
+		cmocka_unit_test(test_unknown_and_strict), cmocka_unit_test(test_argv_cap),
+		cmocka_unit_test(test_string_cap),	   cmocka_unit_test(test_direction),
+		cmocka_unit_test(test_boot_config),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
