@@ -509,8 +509,12 @@ int main(int argc, char **argv)
 	{
 		int sub_argc = argc - optind + 1;
 		char **sub_argv = argv + optind - 1;
-		optind = 1;
-		/* No '+': options may come after positional words (approvals approve ID --dir D). */
+		/*
+		 * No '+': options may come after positional words (approvals approve ID --dir D). optind = 0,
+		 * not 1: glibc then re-reads the ordering from this optstring; with 1 it keeps the first
+		 * loop's '+' (stop at the first non-option) and the options after ID were never seen.
+		 */
+		optind = 0;
 		while ((c = getopt_long(sub_argc, sub_argv, "d:s:h", longopts, NULL)) != -1) {
 			switch (c) {
 			case 'd':

@@ -1186,18 +1186,21 @@ static void do_decide(struct service *s, const struct caller *c, const struct rp
 	policy_decision_release(&pd);
 }
 
+/* stdin_bytes in a completion: JSON's exact integer range (I-JSON), so every verifier reads it alike. */
+#define COMPLETE_MAX_STDIN_BYTES ((INT64_C(1) << 53))
+
 static void do_complete(struct service *s, const struct caller *c, const struct rpc_request *req,
 			struct service_reply *ret)
 {
-	const char *did, *digest, *status, *errmsg = NULL;
+	const char *did, *digest, *status, *errmsg = NULL, *stdin_sha256 = NULL;
 	char check[COMMITMENT_STRLEN + 1], label[64], rcommit[COMMITMENT_STRLEN + 1];
 	json_t *data, *extra, *value;
 	struct decision *d;
 	struct run *run;
-	int64_t exit_status = 0;
+	int64_t exit_status = 0, stdin_bytes = 0;
 	bool has_exit;
 	uint64_t run_seq;
-	int r;
+	int r, r2;
 
 	run = run_auth(s, c, req->obj, true, ret);
 	if (!run) {
@@ -1219,6 +1222,20 @@ static void do_complete(struct service *s, const struct caller *c, const struct 
 	r = json_get_string(req->obj, "error", &errmsg);
 	if ((r < 0 && r != -ENOENT) || (errmsg && strlen(errmsg) > 4096)) {
 		reply_error(ret, RPC_ERR_INVALID_REQUEST, "error must be a string of at most 4096 bytes");
+		return;
+	}
+	/*
+	 * A stdin streamed to the command (not known when it was decided): its
+	 * digest and size belong in the signed result. Same form as the door's
+	 * decided stdin_sha256 (64 lowercase hex); both or neither.
+	 */
+	r = json_get_string(req->obj, "stdin_sha256", &stdin_sha256);
+	r2 = json_get_int(req->obj, "stdin_bytes", &stdin_bytes);
+	if ((r < 0 && r != -ENOENT) || (r2 < 0 && r2 != -ENOENT) || (r == 0) != (r2 == 0) ||
+	    (stdin_sha256 && (strlen(stdin_sha256) != 64 || strspn(stdin_sha256, "0123456789abcdef") != 64)) ||
+	    stdin_bytes < 0 || stdin_bytes > COMPLETE_MAX_STDIN_BYTES) {
+		reply_error(ret, RPC_ERR_INVALID_REQUEST,
+			    "stdin_sha256 (64 lowercase hex) and stdin_bytes (integer 0..2^53) go together");
 		return;
 	}
 	d = hmap_get(&s->decisions, did);
@@ -1254,6 +1271,10 @@ static void do_complete(struct service *s, const struct caller *c, const struct 
 	}
 	if (value && errmsg) {
 		(void)json_object_set_new(value, "error", json_string(errmsg));
+	}
+	if (value && stdin_sha256) {
+		(void)json_object_set_new(value, "stdin_sha256", json_string(stdin_sha256));
+		(void)json_object_set_new(value, "stdin_bytes", json_integer(stdin_bytes));
 	}
 	data = json_pack("{s:s,s:b,s:{s:o,s:b},s:s}", "tool_use_id", d->tool_call_id, "ok", strcmp(status, "ok") == 0,
 			 "output", "value", value, "redacted", 0, "decision_id", did);

@@ -1,0 +1,104 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "banned.h"
+#include "cli/commands.h"
+#include "daemon/cliutil.h"
+#include "daemon/daemon.h"
+#include "daemon/supervisor.h"
+#include "log.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: tkbox daemon [--state-dir D] [--signer SOCK] [--accel auto|kvm|tcg] [--unrecorded]\n"
+		   "                    [--max-boxes N] [--max-execs N] [--guest FILE] [--kernel FILE --modules DIR]\n"
+		   "Runs in the foreground until SIGTERM or Ctrl-C, which stop every box and close every run.\n"
+		   "Exits at once when no signer answers, unless --unrecorded (which records nothing).\n");
+}
+
+int cmd_daemon(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "state-dir", required_argument, NULL, 'd' },
+		{ "signer", required_argument, NULL, 's' },
+		{ "accel", required_argument, NULL, 'a' },
+		{ "unrecorded", no_argument, NULL, 'U' },
+		{ "max-boxes", required_argument, NULL, 'b' },
+		{ "max-execs", required_argument, NULL, 'x' },
+		{ "guest", required_argument, NULL, 'g' },
+		{ "kernel", required_argument, NULL, 'k' },
+		{ "modules", required_argument, NULL, 'm' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct daemon_opts o = { .accel = "auto" };
+	uint64_t v;
+	int ch;
+
+	/* The per-box supervisor is this binary too (forked and exec'd by the daemon). */
+	if (argc >= 2 && argc <= 3 && strcmp(argv[1], SUPERVISOR_ARG) == 0) {
+		return supervisor_main(SUPERVISOR_FD);
+	}
+	log_set_ident("tkbox-daemon");
+	o.state_dir = daemon_default_state_dir();
+	while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 'd':
+			o.state_dir = optarg;
+			break;
+		case 's':
+			o.signer_socket = optarg;
+			break;
+		case 'a':
+			if (strcmp(optarg, "auto") != 0 && strcmp(optarg, "kvm") != 0 && strcmp(optarg, "tcg") != 0) {
+				fprintf(stderr, "tkbox daemon: --accel is auto, kvm or tcg\n");
+				return 2;
+			}
+			o.accel = optarg;
+			break;
+		case 'U':
+			o.unrecorded = true;
+			break;
+		case 'b':
+		case 'x':
+			if (cli_parse_uint(optarg, 1, ch == 'b' ? DAEMON_MAX_MAX_BOXES : DAEMON_DEFAULT_MAX_EXECS, &v) <
+			    0) {
+				fprintf(stderr, "tkbox daemon: --%s is 1..%d\n", ch == 'b' ? "max-boxes" : "max-execs",
+					ch == 'b' ? DAEMON_MAX_MAX_BOXES : DAEMON_DEFAULT_MAX_EXECS);
+				return 2;
+			}
+			if (ch == 'b') {
+				o.max_boxes = (unsigned)v;
+			} else {
+				o.max_execs = (unsigned)v;
+			}
+			break;
+		case 'g':
+			o.guest_bin = optarg;
+			break;
+		case 'k':
+			o.kernel = optarg;
+			break;
+		case 'm':
+			o.modules_dir = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind != argc || (!o.kernel != !o.modules_dir)) {
+		usage(stderr);
+		return 2;
+	}
+	if (o.state_dir[0] != '/') {
+		fprintf(stderr, "tkbox daemon: --state-dir must be an absolute path\n");
+		return 2;
+	}
+	return daemon_run(&o);
+}

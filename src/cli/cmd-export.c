@@ -1,0 +1,200 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "banned.h"
+#include "cli/commands.h"
+#include "crypto.h"
+#include "daemon/apiclient.h"
+#include "daemon/cliutil.h"
+#include "daemon/door.h"
+#include "json.h"
+#include "log.h"
+
+#define EXPORT_MAX_BUNDLE ((uint64_t)512 << 20)
+
+static int write_all(int fd, const void *p, size_t n)
+{
+	const uint8_t *q = p;
+
+	while (n > 0) {
+		ssize_t k = RETRY_EINTR(write(fd, q, n));
+		if (k < 0) {
+			return negative_errno();
+		}
+		q += k;
+		n -= (size_t)k;
+	}
+	return 0;
+}
+
+/* Write path atomically (tmp + rename), 0644. */
+static int write_file(const char *path, const void *p, size_t n)
+{
+	_cleanup_free_ char *tmp = NULL;
+	int fd, r;
+
+	if (asprintf(&tmp, "%s.tmp", path) < 0) {
+		return -ENOMEM;
+	}
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+	if (fd < 0) {
+		return negative_errno();
+	}
+	r = write_all(fd, p, n);
+	if (r >= 0 && fsync(fd) < 0) {
+		r = negative_errno();
+	}
+	(void)close(fd);
+	if (r >= 0 && rename(tmp, path) < 0) {
+		r = negative_errno();
+	}
+	if (r < 0) {
+		(void)unlink(tmp);
+	}
+	return r;
+}
+
+int cmd_export(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "output", required_argument, NULL, 'o' },
+		{ "state-dir", required_argument, NULL, 'd' },
+		{ NULL, 0, NULL, 0 },
+	};
+	_cleanup_free_ char *trust_path = NULL, *trust = NULL;
+	_cleanup_json_ json_t *reply = NULL;
+	struct apiclient *c = NULL;
+	struct sha256_ctx *h = NULL;
+	const char *state_dir = NULL, *out = NULL, *box = NULL;
+	char path[128], hex[65];
+	uint8_t digest[SHA256_LEN];
+	uint64_t got = 0;
+	struct buf bundle = { 0 };
+	int ch, r, ret = 125;
+
+	optind = 1;
+	for (;;) {
+		ch = getopt_long(argc, argv, "+o:", longopts, NULL);
+		if (ch == -1) {
+			if (!box && optind < argc) {
+				box = argv[optind++];
+				continue;
+			}
+			break;
+		}
+		if (ch == 'o') {
+			out = optarg;
+		} else if (ch == 'd') {
+			state_dir = optarg;
+		} else {
+			fprintf(stderr, "usage: tkbox export BOX -o FILE.tkb [--state-dir D]\n");
+			return 2;
+		}
+	}
+	if (!box || !out || optind != argc || !door_box_name_ok(box)) {
+		fprintf(stderr, "usage: tkbox export BOX -o FILE.tkb [--state-dir D]\n");
+		return 2;
+	}
+	if (cli_trust_path(out, &trust_path) < 0) {
+		return 125;
+	}
+	(void)snprintf(path, sizeof(path), "/v1/boxes/%s/export", box);
+	r = apiclient_connect(state_dir, &c);
+	if (r < 0) {
+		return 125;
+	}
+	r = apiclient_send(c, "POST", path, NULL, false);
+	{
+		/* An early refusal may arrive before the request is sent whole: read it anyway. */
+		int rr = apiclient_read_head(c, NULL);
+		r = rr >= 0 || r >= 0 ? rr : r;
+	}
+	if (r < 0) {
+		fprintf(stderr, "tkbox export: the daemon's answer was cut or malformed: %s\n", tk_strerror(r));
+		goto out;
+	}
+	if (c->resp.status != 200) {
+		if (apiclient_read_json(c, &reply) >= 0) {
+			apiclient_print_error("export", c->resp.status, reply);
+		} else {
+			fprintf(stderr, "tkbox export: the daemon answered HTTP %d\n", c->resp.status);
+		}
+		goto out;
+	}
+	if (!c->resp.has_length || c->resp.content_length > EXPORT_MAX_BUNDLE || !c->resp.trust ||
+	    !c->resp.bundle_sha256) {
+		fprintf(stderr, "tkbox export: the daemon's answer lacks the bundle's length, digest or trust file\n");
+		goto out;
+	}
+	r = buf_init(&bundle, (size_t)c->resp.content_length + 1, 0);
+	if (r >= 0) {
+		r = buf_put(&bundle, buf_ptr(&c->in), MIN(buf_len(&c->in), (size_t)c->resp.content_length));
+	}
+	while (r >= 0 && buf_len(&bundle) < c->resp.content_length) {
+		uint8_t rb[65536];
+		ssize_t n = RETRY_EINTR(
+			recv(c->fd, rb, MIN(sizeof(rb), (size_t)c->resp.content_length - buf_len(&bundle)), 0));
+		if (n <= 0) {
+			r = n < 0 ? negative_errno() : -ECONNRESET;
+			break;
+		}
+		r = buf_put(&bundle, rb, (size_t)n);
+	}
+	got = buf_len(&bundle);
+	if (r >= 0) {
+		r = sha256_new(&h);
+	}
+	if (r >= 0) {
+		r = sha256_update(h, buf_ptr(&bundle), buf_len(&bundle));
+	}
+	if (r >= 0) {
+		r = sha256_final(h, digest);
+	}
+	if (r < 0) {
+		fprintf(stderr, "tkbox export: receiving the bundle: %s\n", tk_strerror(r));
+		goto out;
+	}
+	for (size_t i = 0; i < SHA256_LEN; i++) {
+		(void)snprintf(hex + 2 * i, 3, "%02x", digest[i]);
+	}
+	if (strcmp(hex, c->resp.bundle_sha256) != 0) {
+		fprintf(stderr, "tkbox export: the bundle received does not match the digest the signer gave; nothing "
+				"written\n");
+		goto out;
+	}
+	{
+		struct buf tb;
+		r = buf_init(&tb, 8192, 0);
+		if (r >= 0) {
+			r = b64_decode(c->resp.trust, strlen(c->resp.trust), B64_URL, &tb);
+		}
+		if (r >= 0) {
+			r = buf_dup_cstring(&tb, &trust);
+		}
+		buf_release(&tb);
+		if (r < 0) {
+			fprintf(stderr, "tkbox export: the trust file in the answer is malformed\n");
+			goto out;
+		}
+	}
+	r = write_file(out, buf_ptr(&bundle), buf_len(&bundle));
+	if (r >= 0) {
+		r = write_file(trust_path, trust, strlen(trust));
+	}
+	if (r < 0) {
+		fprintf(stderr, "tkbox export: writing %s: %s\n", out, tk_strerror(r));
+		goto out;
+	}
+	fprintf(stderr, "tkbox export: wrote %s (%llu bytes, sha256 %s) and %s\n", out, (unsigned long long)got, hex,
+		trust_path);
+	ret = 0;
+out:
+	sha256_free(h);
+	buf_release(&bundle);
+	apiclient_free(c);
+	return ret;
+}

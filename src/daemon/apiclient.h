@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef TKBOX_DAEMON_APICLIENT_H
+#define TKBOX_DAEMON_APICLIENT_H
+
+#include <jansson.h>
+
+#include "buf.h"
+#include "daemon/http.h"
+
+/*
+ * The CLI's side of the daemon API: connect to the socket (TKBOX_SOCKET, else
+ * <state dir>/api/tkbox.sock), send one request, read the response head
+ * (reporting 102 interim responses, which carry an approval id) and body.
+ */
+
+#define APICLIENT_MAX_JSON ((size_t)8 << 20)
+
+struct apiclient {
+	int fd;
+	struct buf in; /* bytes read past the response head (the body or stream frames) */
+	struct http_response resp;
+};
+
+/* Connect; on failure prints one line that says what to do and returns -errno. */
+_wur_ int apiclient_connect(const char *state_dir, struct apiclient **ret);
+void apiclient_free(struct apiclient *c);
+
+/* Send a request with an optional JSON body; upgrade asks for the exec stream. */
+_wur_ int apiclient_send(struct apiclient *c, const char *method, const char *path, const json_t *body, bool upgrade);
+
+/*
+ * Read the final response head into c->resp; on_interim (may be NULL) is
+ * called for each 102 with its Tkbox-Approval value.
+ */
+_wur_ int apiclient_read_head(struct apiclient *c, void (*on_interim)(const char *approval));
+
+/* Read a JSON body of the response (Content-Length) into *ret. */
+_wur_ int apiclient_read_json(struct apiclient *c, json_t **ret);
+
+/* One call: send, read head and JSON body. *ret_status gets the HTTP status. */
+_wur_ int apiclient_call(const char *state_dir, const char *method, const char *path, const json_t *body,
+			 int *ret_status, json_t **ret);
+
+/* Print {"error":{"message"}} of reply as "tkbox: MESSAGE" (or a generic line). */
+void apiclient_print_error(const char *what, int status, const json_t *reply);
+
+#endif

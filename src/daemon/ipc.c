@@ -1,0 +1,109 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <string.h>
+#include <sys/socket.h>
+
+#include "banned.h"
+#include "daemon/ipc.h"
+#include "daemon/supmsg.h"
+
+int ipc_send(int sock, const json_t *v, const int *fds, size_t nfds)
+{
+	_cleanup_free_ char *s = json_dumps(v, JSON_COMPACT);
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * IPC_MAX_FDS)];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov;
+	struct msghdr mh = { 0 };
+	size_t n;
+	ssize_t w;
+
+	if (!s) {
+		return -ENOMEM;
+	}
+	n = strlen(s);
+	if (n > SUPMSG_MAX || nfds > IPC_MAX_FDS) {
+		return -E2BIG;
+	}
+	iov = (struct iovec){ .iov_base = s, .iov_len = n };
+	mh.msg_iov = &iov;
+	mh.msg_iovlen = 1;
+	if (nfds > 0) {
+		struct cmsghdr *c;
+		memset(&u, 0, sizeof(u));
+		mh.msg_control = u.buf;
+		mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+		c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+		memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
+	}
+	w = RETRY_EINTR(sendmsg(sock, &mh, MSG_NOSIGNAL));
+	if (w < 0) {
+		return negative_errno();
+	}
+	return (size_t)w == n ? 0 : -EIO;
+}
+
+int ipc_recv(int sock, struct buf *out, int *fds, size_t max_fds, size_t *ret_nfds)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * IPC_MAX_FDS)];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov;
+	struct msghdr mh = { 0 };
+	uint8_t *dst;
+	size_t nfds = 0;
+	ssize_t n;
+	int r;
+
+	buf_reset(out);
+	r = buf_reserve(out, SUPMSG_MAX + 1, &dst);
+	if (r < 0) {
+		return r;
+	}
+	iov = (struct iovec){ .iov_base = dst, .iov_len = SUPMSG_MAX + 1 };
+	mh.msg_iov = &iov;
+	mh.msg_iovlen = 1;
+	mh.msg_control = u.buf;
+	mh.msg_controllen = sizeof(u.buf);
+	n = RETRY_EINTR(recvmsg(sock, &mh, MSG_CMSG_CLOEXEC));
+	if (n < 0) {
+		buf_reset(out);
+		return negative_errno();
+	}
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+			size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+			int tmp[IPC_MAX_FDS];
+			memcpy(tmp, CMSG_DATA(c), sizeof(int) * MIN(k, (size_t)IPC_MAX_FDS));
+			for (size_t i = 0; i < k && i < IPC_MAX_FDS; i++) {
+				if (nfds < max_fds) {
+					fds[nfds++] = tmp[i];
+				} else {
+					(void)close(tmp[i]);
+					r = -EPROTO;
+				}
+			}
+		}
+	}
+	if ((mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || (size_t)n > SUPMSG_MAX) {
+		r = -EPROTO;
+	}
+	if (r >= 0 && n == 0) {
+		r = -ECONNRESET;
+	}
+	if (r < 0) {
+		for (size_t i = 0; i < nfds; i++) {
+			(void)close(fds[i]);
+		}
+		buf_reset(out);
+		return r;
+	}
+	/* buf_reserve appended SUPMSG_MAX + 1 bytes: keep only what arrived. */
+	out->len = out->off + (size_t)n;
+	*ret_nfds = nfds;
+	return 0;
+}
