@@ -72,4 +72,6 @@ while [ "$n" -lt "$soak" ]; do
 	*) failed=$((failed + 1)); echo "boot $n: failed (status $rc)" ;;
 	esac
 done
-echo "soak: $ok ok, $hung hung, $failed failed of $soak; ready times: $(grep -o 'ready in [0-9.]*' "$work/soak.log" | awk '{print $3}' | median) s median"
+retried=$(grep -c 'no contact from the guest' "$work/soak.log" || true)
+echo "soak: $ok ok, $hung hung, $failed failed of $soak; $retried boot(s) restarted by the watchdog (guest never reached init);" \
+	"ready times: $(grep -o 'ready in [0-9.]*' "$work/soak.log" | awk '{print $3}' | median) s median"

@@ -21,6 +21,21 @@
 #include "frame.h"
 #include "vmm/agent-client.h"
 
+/*
+ * Under ASan, freed blocks stay resident in its quarantine, so RSS measures
+ * the sanitizer, not the client: the memory-bound checks run in normal builds.
+ */
+#if defined(__SANITIZE_ADDRESS__)
+#define RSS_MEANINGFUL 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define RSS_MEANINGFUL 0
+#endif
+#endif
+#ifndef RSS_MEANINGFUL
+#define RSS_MEANINGFUL 1
+#endif
+
 struct pair {
 	struct agent_client *c;
 	int guest;
@@ -284,7 +299,9 @@ static void test_flood_oversized(void **state)
 	(void)close(p.guest); /* the writer sees EPIPE and stops */
 	p.guest = -1;
 	assert_int_equal(waitpid(pid, &status, 0), pid);
-	assert_true(after < before + 2048);
+	if (RSS_MEANINGFUL) {
+		assert_true(after < before + 2048);
+	}
 	agent_client_free(p.c);
 
 	/* Frames just over the host's per-frame cap: refused at the header too. */
@@ -328,13 +345,16 @@ static void test_flood_valid(void **state)
 		got += ev.len;
 	}
 	after = rss_kib();
-	assert_true(got >= (200u << 20));
-	assert_true(after < before + 4096);
+	/* Stop the flooder before asserting: a failed check must not leave it blocked on a pipe meson waits on. */
 	(void)close(p.guest);
 	p.guest = -1;
 	(void)kill(pid, SIGKILL);
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	agent_client_free(p.c);
+	assert_true(got >= (200u << 20));
+	if (RSS_MEANINGFUL) {
+		assert_true(after < before + 4096);
+	}
 }
 
 int main(void)
