@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 
 #include "banned.h"
+#include "io.h"
 #include "cli/commands.h"
 #include "crypto.h"
 #include "daemon/apiclient.h"
@@ -32,21 +33,6 @@ static void on_approval(const char *id)
 	char q[LOG_QUOTE_BUFSIZE];
 	fprintf(stderr, "tkbox exec: held for a person's approval %s: tkbox-signer approvals approve %s (or reject)\n",
 		log_quote(id, strlen(id), q), log_quote(id, strlen(id), q));
-}
-
-static int write_all(int fd, const void *p, size_t n)
-{
-	const uint8_t *q = p;
-
-	while (n > 0) {
-		ssize_t k = RETRY_EINTR(write(fd, q, n));
-		if (k < 0) {
-			return negative_errno();
-		}
-		q += k;
-		n -= (size_t)k;
-	}
-	return 0;
 }
 
 static int send_frame(int fd, uint8_t type, const void *p, size_t n)
@@ -125,9 +111,9 @@ static int on_frame(struct stream *s, uint8_t type)
 	case EXS_STARTED:
 		return 0;
 	case EXS_STDOUT:
-		return write_all(1, p, n) < 0 ? 0 : 0; /* a closed stdout does not stop the command */
+		return io_write_all(1, p, n) < 0 ? 0 : 0; /* a closed stdout does not stop the command */
 	case EXS_STDERR:
-		return write_all(2, p, n) < 0 ? 0 : 0;
+		return io_write_all(2, p, n) < 0 ? 0 : 0;
 	case EXS_EXIT:
 		if (n != 5) {
 			return -EPROTO;

@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 
 #include "banned.h"
+#include "io.h"
 #include "cli/commands.h"
 #include "crypto.h"
 #include "daemon/apiclient.h"
@@ -15,21 +16,6 @@
 #include "log.h"
 
 #define EXPORT_MAX_BUNDLE ((uint64_t)512 << 20)
-
-static int write_all(int fd, const void *p, size_t n)
-{
-	const uint8_t *q = p;
-
-	while (n > 0) {
-		ssize_t k = RETRY_EINTR(write(fd, q, n));
-		if (k < 0) {
-			return negative_errno();
-		}
-		q += k;
-		n -= (size_t)k;
-	}
-	return 0;
-}
 
 /* Write path atomically (tmp + rename), 0644. */
 static int write_file(const char *path, const void *p, size_t n)
@@ -44,7 +30,7 @@ static int write_file(const char *path, const void *p, size_t n)
 	if (fd < 0) {
 		return negative_errno();
 	}
-	r = write_all(fd, p, n);
+	r = io_write_all(fd, p, n);
 	if (r >= 0 && fsync(fd) < 0) {
 		r = negative_errno();
 	}

@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "banned.h"
+#include "io.h"
 #include "crypto.h"
 #include "daemon/daemon.h"
 #include "daemon/door.h"
@@ -144,24 +145,6 @@ static int random_hex(size_t nbytes, char *out)
 	return 0;
 }
 
-static int write_all(int fd, const void *p, size_t n)
-{
-	const uint8_t *q = p;
-
-	while (n > 0) {
-		ssize_t k = RETRY_EINTR(send(fd, q, n, MSG_NOSIGNAL));
-		if (k < 0 && errno == ENOTSOCK) {
-			k = RETRY_EINTR(write(fd, q, n));
-		}
-		if (k < 0) {
-			return negative_errno();
-		}
-		q += k;
-		n -= (size_t)k;
-	}
-	return 0;
-}
-
 static void strv_free(char **v)
 {
 	for (char **p = v; p && *p; p++) {
@@ -225,7 +208,7 @@ static void events_write(struct box *b, enum ev_class cls, const char *event, js
 	switch (events_admit(&b->events, cls == EV_PROBLEM ? EVENTS_PROBLEM : EVENTS_LIFECYCLE, n + 1)) {
 	case EVENTS_WRITE:
 		line[n] = '\n';
-		(void)write_all(b->events_fd, line, n + 1);
+		(void)io_write_all(b->events_fd, line, n + 1);
 		break;
 	case EVENTS_STOP_BOX:
 		log_warn("box %s: events file reached %llu bytes: stopping the box", b->name,
@@ -266,7 +249,7 @@ static void box_save(struct box *b)
 	if (fd < 0) {
 		return;
 	}
-	if (write_all(fd, s, strlen(s)) < 0 || fsync(fd) < 0) {
+	if (io_write_all(fd, s, strlen(s)) < 0 || fsync(fd) < 0) {
 		(void)close(fd);
 		(void)unlink(tmp);
 		return;
@@ -889,8 +872,8 @@ static void respond_raw(int fd, int status, const char *ctype, const void *body,
 	int k = snprintf(head, sizeof(head),
 			 "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%sConnection: close\r\n\r\n",
 			 status, http_reason(status), ctype, n, extra_headers ? extra_headers : "");
-	if (k > 0 && (size_t)k < sizeof(head) && write_all(fd, head, (size_t)k) >= 0 && n > 0) {
-		(void)write_all(fd, body, n);
+	if (k > 0 && (size_t)k < sizeof(head) && io_write_all(fd, head, (size_t)k) >= 0 && n > 0) {
+		(void)io_write_all(fd, body, n);
 	}
 }
 
@@ -1506,7 +1489,7 @@ static int make_memfd(const void *p, size_t n)
 	if (fd < 0) {
 		return negative_errno();
 	}
-	r = n ? write_all(fd, p, n) : 0;
+	r = n ? io_write_all(fd, p, n) : 0;
 	if (r >= 0 && fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0) {
 		r = negative_errno();
 	}
@@ -1753,7 +1736,7 @@ static void api_exec(struct conn *c, const char *name)
 			/* An interim response: the client shows the approval id while it waits. */
 			k = snprintf(head, sizeof(head), "HTTP/1.1 102 Processing\r\nTkbox-Approval: %s\r\n\r\n", aid);
 			if (k > 0 && (size_t)k < sizeof(head)) {
-				(void)write_all(c->fd, head, (size_t)k);
+				(void)io_write_all(c->fd, head, (size_t)k);
 			}
 			{
 				struct timeval tv = { .tv_sec = DAEMON_APPROVAL_WAIT_MS / 1000 + 30 };
@@ -1814,7 +1797,7 @@ static void api_exec(struct conn *c, const char *name)
 		if (b->state != BOX_RUNNING || b->sup_fd < 0) {
 			r = -ESHUTDOWN;
 		} else {
-			r = write_all(c->fd, up, sizeof(up) - 1);
+			r = io_write_all(c->fd, up, sizeof(up) - 1);
 			if (r >= 0) {
 				p->next = b->pend;
 				b->pend = p;

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include "banned.h"
+#include "io.h"
 #include "crypto.h"
 #include "image/cache.h"
 #include "json.h"
@@ -167,19 +168,9 @@ int image_cache_read_blob(struct image_cache *c, const char *digest, size_t max,
 	if (r < 0) {
 		return r;
 	}
-	for (;;) {
-		uint8_t tmp[65536];
-		ssize_t n = RETRY_EINTR(read(fd, tmp, sizeof(tmp)));
-		if (n < 0) {
-			return negative_errno();
-		}
-		if (n == 0) {
-			break;
-		}
-		r = buf_put(b, tmp, (size_t)n);
-		if (r < 0) {
-			return r;
-		}
+	r = io_read_all(fd, b);
+	if (r < 0) {
+		return r;
 	}
 	r = sha256(buf_ptr(b), buf_len(b), md);
 	if (r < 0) {

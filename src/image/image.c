@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "banned.h"
+#include "io.h"
 #include "image/cache.h"
 #include "image/ext4.h"
 #include "image/image.h"
@@ -42,19 +43,9 @@ static int read_fd_all(int fd, size_t max, struct buf **ret)
 	if (r < 0) {
 		return r;
 	}
-	for (;;) {
-		uint8_t tmp[65536];
-		ssize_t n = RETRY_EINTR(read(fd, tmp, sizeof(tmp)));
-		if (n < 0) {
-			return negative_errno();
-		}
-		if (n == 0) {
-			break;
-		}
-		r = buf_put(b, tmp, (size_t)n);
-		if (r < 0) {
-			return r;
-		}
+	r = io_read_all(fd, b);
+	if (r < 0) {
+		return r;
 	}
 	*ret = steal_ptr(b);
 	return 0;

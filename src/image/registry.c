@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "banned.h"
+#include "io.h"
 #include "crypto.h"
 #include "image/registry.h"
 #include "json.h"
@@ -391,20 +392,9 @@ static int read_small_file(const char *path, size_t max, struct buf **ret)
 	if (r < 0) {
 		return r;
 	}
-	for (;;) {
-		uint8_t tmp[8192];
-		ssize_t n = RETRY_EINTR(read(fd, tmp, sizeof(tmp)));
-		if (n < 0) {
-			return negative_errno();
-		}
-		if (n == 0) {
-			break;
-		}
-		r = buf_put(b, tmp, (size_t)n);
-		explicit_bzero(tmp, sizeof(tmp));
-		if (r < 0) {
-			return r;
-		}
+	r = io_read_all(fd, b);
+	if (r < 0) {
+		return r;
 	}
 	*ret = steal_ptr(b);
 	return 0;

@@ -16,6 +16,7 @@
 #include "verify/record.h"
 
 #include "banned.h"
+#include "io.h"
 
 #define ZERO_HASH "sha256:0000000000000000000000000000000000000000000000000000000000000000"
 #define SIGNER_TENANT "tracekit"
@@ -1601,20 +1602,6 @@ static void do_close(struct service *s, const struct caller *c, const struct rpc
 			      (json_int_t)run->last_seq);
 }
 
-static int write_all(int fd, const void *p, size_t n)
-{
-	const uint8_t *q = p;
-	while (n > 0) {
-		ssize_t k = RETRY_EINTR(write(fd, q, n));
-		if (k < 0) {
-			return negative_errno();
-		}
-		q += k;
-		n -= (size_t)k;
-	}
-	return 0;
-}
-
 static void do_export(struct service *s, const struct rpc_request *req, int fd, struct service_reply *ret)
 {
 	const char *run_id;
@@ -1711,7 +1698,7 @@ static void do_export(struct service *s, const struct rpc_request *req, int fd, 
 		json_pack("{s:s,s:I,s:s,s:I,s:s,s:b}", "run_id", run_id, "size", (json_int_t)buf_len(&out), "sha256",
 			  hexd, "tree_size", (json_int_t)s->cp_size, "trust", trust, "closed", run->closed);
 	if (fd >= 0) {
-		r = write_all(fd, buf_ptr(&out), buf_len(&out));
+		r = io_write_all(fd, buf_ptr(&out), buf_len(&out));
 		if (r < 0) {
 			snprintf(err, sizeof(err), "writing the bundle to the passed fd: %s", strerror(-r));
 			goto out;

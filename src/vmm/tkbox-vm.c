@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "banned.h"
+#include "io.h"
 #include "log.h"
 #include "vmm/initramfs.h"
 #include "vmm/vm-box.h"
@@ -191,19 +192,6 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	return 0;
 }
 
-static int write_all(int fd, const uint8_t *p, size_t n)
-{
-	while (n > 0) {
-		ssize_t w = RETRY_EINTR(write(fd, p, n));
-		if (w < 0) {
-			return -errno;
-		}
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 static int cmd_run(struct opts *o)
 {
 	struct vm_box *b = NULL;
@@ -254,10 +242,10 @@ static int cmd_run(struct opts *o)
 		}
 		switch (ev.type) {
 		case AGENT_EV_STDOUT:
-			r = write_all(1, ev.data, ev.len);
+			r = io_write_all(1, ev.data, ev.len);
 			break;
 		case AGENT_EV_STDERR:
-			r = write_all(2, ev.data, ev.len);
+			r = io_write_all(2, ev.data, ev.len);
 			break;
 		case AGENT_EV_EXIT:
 			status = ev.exited ? ev.code : 128 + ev.signal;
