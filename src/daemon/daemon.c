@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "banned.h"
+#include "strv.h"
 #include "io.h"
 #include "crypto.h"
 #include "daemon/daemon.h"
@@ -143,19 +144,6 @@ static int random_hex(size_t nbytes, char *out)
 		(void)snprintf(out + 2 * i, 3, "%02x", b[i]);
 	}
 	return 0;
-}
-
-static void strv_free(char **v)
-{
-	for (char **p = v; p && *p; p++) {
-		free(*p);
-	}
-	free(v);
-}
-
-static void strv_freep(char ***v)
-{
-	strv_free(*v);
 }
 
 static json_t *strv_json(char *const *v)

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "banned.h"
+#include "strv.h"
 #include "crypto.h"
 #include "daemon/door.h"
 #include "daemon/ipc.h"
@@ -239,19 +240,6 @@ static char **strv_from_json(const json_t *a, size_t max)
 		}
 	}
 	return v;
-}
-
-static void strv_free(char **v)
-{
-	for (char **p = v; p && *p; p++) {
-		free(*p);
-	}
-	free(v);
-}
-
-static void strv_freep(char ***v)
-{
-	strv_free(*v);
 }
 
 /* Read the up-front stdin the daemon decided on (a sealed memfd, at most DOOR_MAX_STDIN). */

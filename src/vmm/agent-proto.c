@@ -3,20 +3,10 @@
 #include <string.h>
 
 #include "banned.h"
+#include "strv.h"
 #include "frame.h"
 #include "json.h"
 #include "vmm/agent-proto.h"
-
-static void strv_free(char **v)
-{
-	if (!v) {
-		return;
-	}
-	for (char **p = v; *p; p++) {
-		free(*p);
-	}
-	free(v);
-}
 
 void agent_msg_release(struct agent_msg *m)
 {

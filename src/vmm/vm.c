@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "banned.h"
+#include "strv.h"
 #include "frame.h"
 #include "log.h"
 #include "vmm/vm.h"
@@ -51,17 +52,6 @@ int vm_accel_parse(const char *s, enum vm_accel *ret)
 		return -EINVAL;
 	}
 	return 0;
-}
-
-void vm_strv_free(char **v)
-{
-	if (!v) {
-		return;
-	}
-	for (char **p = v; *p; p++) {
-		free(*p);
-	}
-	free(v);
 }
 
 struct argv_builder {
@@ -204,7 +194,7 @@ int vm_qemu_argv(const struct vm_config *c, char ***ret)
 		add_argf(&b, "virtio-blk-device,drive=%s,serial=%s", disk_names[i], disk_names[i]);
 	}
 	if (b.err) {
-		vm_strv_free(b.v);
+		strv_free(b.v);
 		return b.err;
 	}
 	*ret = b.v;
@@ -294,7 +284,7 @@ int vm_start(const struct vm_config *c, struct vm **ret)
 	}
 	vm = calloc(1, sizeof(*vm));
 	if (!vm) {
-		vm_strv_free(argv);
+		strv_free(argv);
 		return -ENOMEM;
 	}
 	*vm = (struct vm){ .agent_fd = -1, .egress_fd = -1, .boot_fd = -1, .qmp_fd = -1, .accel = c->accel };
@@ -332,7 +322,7 @@ int vm_start(const struct vm_config *c, struct vm **ret)
 		execvp(argv[0], argv);
 		_exit(127);
 	}
-	vm_strv_free(argv);
+	strv_free(argv);
 	argv = NULL;
 	/* Accept QEMU's connection on every channel; QEMU connects while it initialises. */
 	deadline = now_ms() + VM_CONNECT_TIMEOUT_MS;
@@ -415,7 +405,7 @@ int vm_start(const struct vm_config *c, struct vm **ret)
 	return 0;
 
 fail:
-	vm_strv_free(argv);
+	strv_free(argv);
 	for (size_t i = 0; i < CH_COUNT; i++) {
 		if (lfd[i] >= 0) {
 			(void)close(lfd[i]);

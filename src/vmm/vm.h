@@ -56,9 +56,8 @@ struct vm_config {
 	size_t console_max; /* 0: VM_CONSOLE_LOG_MAX */
 };
 
-/* The QEMU command line for c, with sockets and logs under c->box_dir (pure; NULL-terminated). */
+/* The QEMU command line for c, with sockets and logs under c->box_dir (pure; NULL-terminated; strv_free it). */
 _wur_ int vm_qemu_argv(const struct vm_config *c, char ***ret);
-void vm_strv_free(char **v);
 
 struct vm {
 	pid_t qemu_pid;

@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "banned.h"
+#include "strv.h"
 #include "vmm/assets.h"
 #include "vmm/vm.h"
 
@@ -253,7 +254,7 @@ static void test_qemu_argv(void **state)
 	assert_true(argv_has(v, "none"));
 	assert_false(argv_has_substr(v, "netdev"));
 	assert_false(argv_has_substr(v, "virtio-net"));
-	vm_strv_free(v);
+	strv_free(v);
 	/* AUTO must be resolved first; limits are checked; QEMU's ',' separator cannot be smuggled in. */
 	c.accel = VM_ACCEL_AUTO;
 	assert_int_equal(vm_qemu_argv(&c, &v), -EINVAL);
