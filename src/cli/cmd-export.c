@@ -17,33 +17,6 @@
 
 #define EXPORT_MAX_BUNDLE ((uint64_t)512 << 20)
 
-/* Write path atomically (tmp + rename), 0644. */
-static int write_file(const char *path, const void *p, size_t n)
-{
-	_cleanup_free_ char *tmp = NULL;
-	int fd, r;
-
-	if (asprintf(&tmp, "%s.tmp", path) < 0) {
-		return -ENOMEM;
-	}
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-	if (fd < 0) {
-		return negative_errno();
-	}
-	r = io_write_all(fd, p, n);
-	if (r >= 0 && fsync(fd) < 0) {
-		r = negative_errno();
-	}
-	(void)close(fd);
-	if (r >= 0 && rename(tmp, path) < 0) {
-		r = negative_errno();
-	}
-	if (r < 0) {
-		(void)unlink(tmp);
-	}
-	return r;
-}
-
 int cmd_export(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -167,9 +140,9 @@ int cmd_export(int argc, char **argv)
 			goto out;
 		}
 	}
-	r = write_file(out, buf_ptr(&bundle), buf_len(&bundle));
+	r = io_write_file_atomic(out, buf_ptr(&bundle), buf_len(&bundle), 0644);
 	if (r >= 0) {
-		r = write_file(trust_path, trust, strlen(trust));
+		r = io_write_file_atomic(trust_path, trust, strlen(trust), 0644);
 	}
 	if (r < 0) {
 		fprintf(stderr, "tkbox export: writing %s: %s\n", out, tk_strerror(r));

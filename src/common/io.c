@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+#include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -45,6 +47,34 @@ int io_read_all(int fd, struct buf *out)
 	}
 	if (out->flags & BUF_SECRET) {
 		explicit_bzero(tmp, sizeof(tmp));
+	}
+	return r;
+}
+
+int io_write_file_atomic(const char *path, const void *p, size_t n, mode_t mode)
+{
+	_cleanup_free_ char *tmp = NULL;
+	_cleanup_close_ int fd = -1;
+	int r;
+
+	if (asprintf(&tmp, "%s.tmp", path) < 0) {
+		return -ENOMEM;
+	}
+	/* A temporary file left by a crash is ours to replace; O_EXCL then refuses anything racing us. */
+	(void)unlink(tmp);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
+	if (fd < 0) {
+		return negative_errno();
+	}
+	r = io_write_all(fd, p, n);
+	if (r >= 0 && fsync(fd) < 0) {
+		r = negative_errno();
+	}
+	if (r >= 0 && rename(tmp, path) < 0) {
+		r = negative_errno();
+	}
+	if (r < 0) {
+		(void)unlink(tmp);
 	}
 	return r;
 }

@@ -2,6 +2,8 @@
 #ifndef TKBOX_IO_H
 #define TKBOX_IO_H
 
+#include <sys/types.h>
+
 #include "buf.h"
 
 /*
@@ -18,5 +20,12 @@ _wur_ int io_write_all(int fd, const void *p, size_t n);
  * bytes are wiped when out is BUF_SECRET.
  */
 _wur_ int io_read_all(int fd, struct buf *out);
+
+/*
+ * Replace path atomically with p[0..n): write "<path>.tmp" (O_EXCL, O_NOFOLLOW,
+ * mode), fsync, rename over path. On failure the temporary file is removed and
+ * path is untouched.
+ */
+_wur_ int io_write_file_atomic(const char *path, const void *p, size_t n, mode_t mode);
 
 #endif

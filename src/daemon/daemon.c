@@ -215,9 +215,8 @@ static void events_write(struct box *b, enum ev_class cls, const char *event, js
 /* Caller holds g.lock. box.json holds no secret: the run token stays in memory. */
 static void box_save(struct box *b)
 {
-	_cleanup_free_ char *path = NULL, *tmp = NULL, *s = NULL;
+	_cleanup_free_ char *path = NULL, *s = NULL;
 	json_t *v;
-	int fd;
 
 	v = json_pack("{s:s,s:s,s:s?,s:b,s:s?,s:s?,s:s?,s:s?,s:I,s:s,s:s,s:I,s:I,s:I,s:I,s:I}", "name", b->name,
 		      "state", state_names[b->state], "run_id", b->run_id, "run_closed", b->run_closed, "close_reason",
@@ -230,22 +229,11 @@ static void box_save(struct box *b)
 	}
 	s = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS);
 	json_decref(v);
-	if (!s || asprintf(&path, "%s/box.json", b->dir) < 0 || asprintf(&tmp, "%s/box.json.tmp", b->dir) < 0) {
+	if (!s || asprintf(&path, "%s/box.json", b->dir) < 0) {
 		return;
 	}
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0) {
-		return;
-	}
-	if (io_write_all(fd, s, strlen(s)) < 0 || fsync(fd) < 0) {
-		(void)close(fd);
-		(void)unlink(tmp);
-		return;
-	}
-	(void)close(fd);
-	if (rename(tmp, path) < 0) {
-		(void)unlink(tmp);
-	}
+	/* Best effort: box.json is the operator's view; the record lives in the signer. */
+	(void)io_write_file_atomic(path, s, strlen(s), 0600);
 }
 
 static struct box *box_find(const char *name)

@@ -11,6 +11,7 @@
 #include "verify/note.h"
 
 #include "banned.h"
+#include "io.h"
 
 static int dup_str(const char *s, char **ret)
 {
@@ -203,39 +204,6 @@ int read_file_capped(int dirfd, const char *path, size_t max, char **ret, size_t
 	return 0;
 }
 
-int write_file_atomic(const char *path, const void *p, size_t n, mode_t mode)
-{
-	_cleanup_free_ char *tmp = NULL;
-	_cleanup_close_ int fd = -1;
-	const uint8_t *q = p;
-	int r;
-
-	if (asprintf(&tmp, "%s.tmp", path) < 0) {
-		return -ENOMEM;
-	}
-	(void)unlink(tmp);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
-	if (fd < 0) {
-		return negative_errno();
-	}
-	while (n > 0) {
-		ssize_t k = RETRY_EINTR(write(fd, q, n));
-		if (k < 0) {
-			r = negative_errno();
-			(void)unlink(tmp);
-			return r;
-		}
-		q += k;
-		n -= (size_t)k;
-	}
-	if (fsync(fd) < 0 || rename(tmp, path) < 0) {
-		r = negative_errno();
-		(void)unlink(tmp);
-		return r;
-	}
-	return 0;
-}
-
 int signer_config_load(const char *dir, const char *socket_override, struct signer_config *ret, char *err,
 		       size_t err_size)
 {
@@ -364,7 +332,7 @@ static int write_key_hex(const char *keydir, const char *name, const uint8_t *p,
 		return r;
 	}
 	if ((r = hex_encode(p, n, &b)) >= 0 && (r = buf_put_u8(&b, '\n')) >= 0) {
-		r = write_file_atomic(path, buf_ptr(&b), buf_len(&b), 0600);
+		r = io_write_file_atomic(path, buf_ptr(&b), buf_len(&b), 0600);
 	}
 	buf_release(&b);
 	return r;
@@ -481,7 +449,7 @@ int signer_init_dir(const char *dir, enum signer_mode mode, const char *socket_p
 	if ((r = json_jcs_string(j, SIGNER_CONFIG_MAX_BYTES, &cfg)) < 0) {
 		goto out;
 	}
-	if ((r = write_file_atomic(polpath, policy_default_yaml(), strlen(policy_default_yaml()), 0600)) < 0) {
+	if ((r = io_write_file_atomic(polpath, policy_default_yaml(), strlen(policy_default_yaml()), 0600)) < 0) {
 		snprintf(err, err_size, "writing %s: %s", polpath, strerror(-r));
 		goto out;
 	}
@@ -492,12 +460,12 @@ int signer_init_dir(const char *dir, enum signer_mode mode, const char *socket_p
 	if (r < 0) {
 		goto out;
 	}
-	if ((r = write_file_atomic(trustpath, trust, strlen(trust), 0644)) < 0) {
+	if ((r = io_write_file_atomic(trustpath, trust, strlen(trust), 0644)) < 0) {
 		snprintf(err, err_size, "writing %s: %s", trustpath, strerror(-r));
 		goto out;
 	}
 	/* config.json last: its presence means "initialised". */
-	if ((r = write_file_atomic(cfgpath, cfg, strlen(cfg), 0600)) < 0) {
+	if ((r = io_write_file_atomic(cfgpath, cfg, strlen(cfg), 0600)) < 0) {
 		snprintf(err, err_size, "writing %s: %s", cfgpath, strerror(-r));
 		goto out;
 	}

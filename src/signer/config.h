@@ -88,7 +88,5 @@ _wur_ int signer_trust_json(const struct signer_config *c, const struct signer_k
 
 /* Read a whole small file (at most max bytes, -E2BIG past it) into a NUL-terminated string. */
 _wur_ int read_file_capped(int dirfd, const char *path, size_t max, char **ret, size_t *ret_len);
-/* Write a file atomically (tmp + fsync + rename) with mode. */
-_wur_ int write_file_atomic(const char *path, const void *p, size_t n, mode_t mode);
 
 #endif

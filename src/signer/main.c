@@ -16,6 +16,7 @@
 #include "server.h"
 
 #include "banned.h"
+#include "io.h"
 
 #define UP_WAIT_MS 30000
 #define DOWN_WAIT_MS 15000
@@ -401,7 +402,7 @@ static int cmd_export(struct opts *o)
 		goto out;
 	}
 	trust = json_string_value(json_object_get(rep, "trust"));
-	if (!trust || write_file_atomic(trust_path, trust, strlen(trust), 0644) < 0) {
+	if (!trust || io_write_file_atomic(trust_path, trust, strlen(trust), 0644) < 0) {
 		fprintf(stderr, "tkbox-signer: writing %s failed\n", trust_path);
 		goto out;
 	}

@@ -20,6 +20,7 @@
 #include "store.h"
 
 #include "banned.h"
+#include "io.h"
 
 #define TAG_LISTEN ((uint64_t)-1)
 #define TAG_EVENT ((uint64_t)-2)
@@ -803,7 +804,7 @@ static void write_pidfile(const char *dir)
 		return;
 	}
 	snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
-	(void)write_file_atomic(path, pid, strlen(pid), 0600);
+	(void)io_write_file_atomic(path, pid, strlen(pid), 0600);
 }
 
 static void remove_pidfile(const char *dir)

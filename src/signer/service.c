@@ -717,7 +717,7 @@ static int save_policy_snapshot(struct service *s)
 	if (stat(path, &st) == 0) {
 		return 0;
 	}
-	return write_file_atomic(path, s->policy_jcs, s->policy_jcs_len, 0600);
+	return io_write_file_atomic(path, s->policy_jcs, s->policy_jcs_len, 0600);
 }
 
 int service_new(const struct signer_config *cfg, const struct signer_keys *keys, const struct policy *policy,

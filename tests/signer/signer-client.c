@@ -33,6 +33,7 @@
 #include "verify/record.h"
 
 #include "banned.h"
+#include "io.h"
 
 static int failures;
 
@@ -184,7 +185,7 @@ static int do_accept(const char *sock, const char *bundle)
 		} else if (asprintf(&trust_path, "%s.trust.json", bundle) < 0) {
 			return 2;
 		}
-		CHECK(write_file_atomic(trust_path, str(rep, "trust"), strlen(str(rep, "trust")), 0644) == 0,
+		CHECK(io_write_file_atomic(trust_path, str(rep, "trust"), strlen(str(rep, "trust")), 0644) == 0,
 		      "writing trust");
 		printf("exported %s (%lld bytes) and %s\n", bundle,
 		       (long long)json_integer_value(json_object_get(rep, "size")), trust_path);

@@ -4,6 +4,8 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -70,11 +72,43 @@ static void test_write_all_closed_socket(void **state)
 	assert_int_equal(io_write_all(-1, x, 1), -EBADF);
 }
 
+static void test_write_file_atomic(void **state)
+{
+	char dir[] = "/tmp/tkbox-test-io-XXXXXX", path[64], tmp[80];
+	struct buf b;
+	int fd;
+	(void)state;
+
+	assert_non_null(mkdtemp(dir));
+	(void)snprintf(path, sizeof(path), "%s/f", dir);
+	(void)snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	assert_int_equal(io_write_file_atomic(path, "one", 3, 0600), 0);
+	/* A stale temporary file (here a symlink) is replaced, never followed. */
+	assert_int_equal(symlink("/etc/passwd", tmp), 0);
+	assert_int_equal(io_write_file_atomic(path, "two!", 4, 0600), 0);
+	assert_int_equal(access(tmp, F_OK), -1);
+	fd = open(path, O_RDONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(buf_init(&b, 16, 0), 0);
+	assert_int_equal(io_read_all(fd, &b), 0);
+	close(fd);
+	assert_int_equal(buf_len(&b), 4);
+	assert_memory_equal(buf_ptr(&b), "two!", 4);
+	buf_release(&b);
+	/* A directory that does not exist: an error, nothing written. */
+	(void)snprintf(path, sizeof(path), "%s/missing/f", dir);
+	assert_int_equal(io_write_file_atomic(path, "x", 1, 0600), -ENOENT);
+	(void)snprintf(path, sizeof(path), "%s/f", dir);
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(rmdir(dir), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_read_all_caps),
 		cmocka_unit_test(test_write_all_closed_socket),
+		cmocka_unit_test(test_write_file_atomic),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
