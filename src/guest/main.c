@@ -188,10 +188,14 @@ static int load_modules(void)
 	return 0;
 }
 
-/* Find the /dev node of the virtio-serial port called name (/sys/class/virtio-ports/vportXpY/name). */
-static int find_port(const char *name, char *ret_dev, size_t devsz)
+/*
+ * Find the /dev node of the entry of classdir (a /sys directory of devices)
+ * whose attribute file attr reads exactly want: ports by
+ * /sys/class/virtio-ports/X/name, disks by /sys/block/X/serial.
+ */
+static int find_dev(const char *classdir, const char *attr, const char *want, char *ret_dev, size_t devsz)
 {
-	DIR *d = opendir("/sys/class/virtio-ports");
+	DIR *d = opendir(classdir);
 	struct dirent *de;
 	int r = -ENOENT;
 
@@ -203,10 +207,10 @@ static int find_port(const char *name, char *ret_dev, size_t devsz)
 		if (de->d_name[0] == '.') {
 			continue;
 		}
-		if (snprintf(path, sizeof(path), "/sys/class/virtio-ports/%s/name", de->d_name) >= (int)sizeof(path)) {
+		if (snprintf(path, sizeof(path), "%s/%s/%s", classdir, de->d_name, attr) >= (int)sizeof(path)) {
 			continue;
 		}
-		if (read_small(path, val, sizeof(val)) < 0 || strcmp(val, name) != 0) {
+		if (read_small(path, val, sizeof(val)) < 0 || strcmp(val, want) != 0) {
 			continue;
 		}
 		if (snprintf(ret_dev, devsz, "/dev/%s", de->d_name) < (int)devsz) {
@@ -218,34 +222,16 @@ static int find_port(const char *name, char *ret_dev, size_t devsz)
 	return r;
 }
 
-/* Find /dev/vdX whose virtio serial is serial; -ENOENT when there is none. */
+/* The /dev node of the virtio-serial port called name. */
+static int find_port(const char *name, char *ret_dev, size_t devsz)
+{
+	return find_dev("/sys/class/virtio-ports", "name", name, ret_dev, devsz);
+}
+
+/* The /dev/vdX whose virtio serial is serial; -ENOENT when there is none. */
 static int find_disk(const char *serial, char *ret_dev, size_t devsz)
 {
-	DIR *d = opendir("/sys/block");
-	struct dirent *de;
-	int r = -ENOENT;
-
-	if (!d) {
-		return -errno;
-	}
-	while ((de = readdir(d))) {
-		char path[PATH_MAX_BUF], val[64];
-		if (de->d_name[0] == '.') {
-			continue;
-		}
-		if (snprintf(path, sizeof(path), "/sys/block/%s/serial", de->d_name) >= (int)sizeof(path)) {
-			continue;
-		}
-		if (read_small(path, val, sizeof(val)) < 0 || strcmp(val, serial) != 0) {
-			continue;
-		}
-		if (snprintf(ret_dev, devsz, "/dev/%s", de->d_name) < (int)devsz) {
-			r = 0;
-		}
-		break;
-	}
-	(void)closedir(d);
-	return r;
+	return find_dev("/sys/block", "serial", serial, ret_dev, devsz);
 }
 
 static void sleep_ms(long ms)
