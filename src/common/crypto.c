@@ -259,6 +259,27 @@ int hex_encode(const void *p, size_t n, struct buf *out)
 	return 0;
 }
 
+void sha256_digest_hex(const uint8_t md[SHA256_LEN], char ret[SHA256_HEX_LEN + 1])
+{
+	for (size_t i = 0; i < SHA256_LEN; i++) {
+		ret[2 * i] = (char)hex_char(md[i] >> 4);
+		ret[2 * i + 1] = (char)hex_char(md[i] & 0x0f);
+	}
+	ret[SHA256_HEX_LEN] = '\0';
+}
+
+int sha256_hex(const void *p, size_t n, char ret[SHA256_HEX_LEN + 1])
+{
+	uint8_t md[SHA256_LEN];
+	int r = sha256(p, n, md);
+
+	if (r < 0) {
+		return r;
+	}
+	sha256_digest_hex(md, ret);
+	return 0;
+}
+
 /* Decode n (even) hex characters; writes n/2 bytes to dst when dst != NULL. Returns false on a non-hex character. */
 static bool hex_decode_into(const char *s, size_t n, uint8_t *dst)
 {

@@ -25,6 +25,11 @@
 int crypto_ossl_error(char *msg, size_t msg_size);
 
 _wur_ int sha256(const void *p, size_t n, uint8_t ret[SHA256_LEN]);
+#define SHA256_HEX_LEN (2 * SHA256_LEN)
+/* A digest as lower-case hex, NUL-terminated. */
+void sha256_digest_hex(const uint8_t md[SHA256_LEN], char ret[SHA256_HEX_LEN + 1]);
+/* SHA-256 of p[0..n) as lower-case hex, NUL-terminated; ret is written only on success. */
+_wur_ int sha256_hex(const void *p, size_t n, char ret[SHA256_HEX_LEN + 1]);
 /*
  * Incremental SHA-256. After sha256_final the context is spent: further
  * update/final calls return -EINVAL; free it with sha256_free (accepts NULL).

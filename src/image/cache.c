@@ -138,19 +138,9 @@ int image_cache_blob_open(struct image_cache *c, const char *digest)
 
 static int digest_string(const uint8_t md[SHA256_LEN], char out[IMAGE_DIGEST_LEN + 1])
 {
-	struct buf b;
-	int r = buf_init(&b, 2 * SHA256_LEN, 0);
-	if (r < 0) {
-		return r;
-	}
-	r = hex_encode(md, SHA256_LEN, &b);
-	if (r >= 0) {
-		memcpy(out, "sha256:", 7);
-		memcpy(out + 7, buf_ptr(&b), 2 * SHA256_LEN);
-		out[IMAGE_DIGEST_LEN] = '\0';
-	}
-	buf_release(&b);
-	return r;
+	memcpy(out, "sha256:", 7);
+	sha256_digest_hex(md, out + 7);
+	return 0;
 }
 
 int image_cache_read_blob(struct image_cache *c, const char *digest, size_t max, struct buf **ret)

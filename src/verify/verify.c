@@ -176,21 +176,6 @@ static bool name_hex(const char *name, const char *prefix, const char *suffix, s
 	return is_hex(tmp, hexlen);
 }
 
-static void sha256_hex(const void *p, size_t n, char ret[2 * SHA256_LEN + 1])
-{
-	static const char hexd[] = "0123456789abcdef";
-	uint8_t h[SHA256_LEN];
-
-	if (sha256(p, n, h) < 0) {
-		memset(h, 0, sizeof(h));
-	}
-	for (size_t i = 0; i < SHA256_LEN; i++) {
-		ret[2 * i] = hexd[h[i] >> 4];
-		ret[2 * i + 1] = hexd[h[i] & 0xf];
-	}
-	ret[2 * SHA256_LEN] = '\0';
-}
-
 /* ---- manifest ---------------------------------------------------------------------------------------------------- */
 
 static int parse_version(const char *s, unsigned v[3])
@@ -301,8 +286,9 @@ static void check_manifest(struct vstate *st)
 			}
 			continue;
 		}
-		sha256_hex(e->data, e->size, hex);
-		if (strcmp(hex, json_string_value(v)) != 0 && problems++ == 0) {
+		/* A hash that cannot be computed counts as a mismatch: fail closed. */
+		if ((sha256_hex(e->data, e->size, hex) < 0 || strcmp(hex, json_string_value(v)) != 0) &&
+		    problems++ == 0) {
 			snprintf(first, sizeof(first), "%s does not hash as the manifest lists it", e->name);
 		}
 	}
@@ -1074,7 +1060,11 @@ static void check_chain(struct vstate *st)
 			st->oom = true;
 			return;
 		}
-		sha256_hex(key, strlen(key), hex);
+		if (sha256_hex(key, strlen(key), hex) < 0) {
+			free(key);
+			st->oom = true;
+			return;
+		}
 		free(key);
 		snprintf(expect, sizeof(expect), "runs/%.32s.jsonl", hex);
 		if (strcmp(expect, st->run_entry->name) != 0) {
@@ -1131,7 +1121,10 @@ static void check_policies(struct vstate *st)
 			continue;
 		}
 		count++;
-		sha256_hex(e->data, e->size, hex);
+		if (sha256_hex(e->data, e->size, hex) < 0) {
+			add_check(st, "policy snapshot", CHECK_FAIL, "%s could not be hashed", e->name);
+			return;
+		}
 		snprintf(want, sizeof(want), "policies/%s.json", hex);
 		if (strcmp(want, e->name) != 0) {
 			add_check(st, "policy snapshot", CHECK_FAIL, "%s is not named by its SHA-256 (edited?)",

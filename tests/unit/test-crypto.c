@@ -1010,6 +1010,18 @@ static void test_crypto_random(void **state)
 	assert_int_equal(crypto_random(NULL, 1), -EINVAL);
 }
 
+static void test_sha256_hex(void **state)
+{
+	char hex[SHA256_HEX_LEN + 1];
+	uint8_t md[SHA256_LEN];
+	(void)state;
+	assert_int_equal(sha256_hex("abc", 3, hex), 0);
+	assert_string_equal(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+	assert_int_equal(sha256("", 0, md), 0);
+	sha256_digest_hex(md, hex);
+	assert_string_equal(hex, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1034,6 +1046,7 @@ int main(void)
 		cmocka_unit_test(test_b64_roundtrip_lengths),
 		cmocka_unit_test(test_b64_bounds),
 		cmocka_unit_test(test_b64_bad_variant),
+		cmocka_unit_test(test_sha256_hex),
 		cmocka_unit_test(test_ed25519_rfc8032),
 		cmocka_unit_test(test_ed25519_sign_key_cache),
 		cmocka_unit_test(test_ed25519_tampered),
