@@ -8,6 +8,7 @@
 #include "config.h"
 #include "json.h"
 #include "policy.h"
+#include "rpc.h"
 #include "verify/note.h"
 
 #include "banned.h"
@@ -97,9 +98,8 @@ static bool hex_lower(const char *s, size_t n)
 
 int signer_config_parse(const char *dir, const void *p, size_t n, struct signer_config *ret, char *err, size_t err_size)
 {
-	static const char *const keys[] = {
-		"version", "mode", "log_id", "origin", "tenant", "authorize", "socket", NULL
-	};
+	static const char *const keys[] = { "version",	 "mode",   "log_id",	     "origin", "tenant",
+					    "authorize", "socket", "approval_ttl_s", NULL };
 	_cleanup_json_ json_t *j = NULL;
 	struct signer_config c = { 0 };
 	const char *mode, *log_id, *origin, *tenant, *sock = NULL;
@@ -126,6 +126,13 @@ int signer_config_parse(const char *dir, const void *p, size_t n, struct signer_
 		snprintf(err, err_size, "config.json: socket must be a string");
 		return -EBADMSG;
 	}
+	c.approval_ttl_s = SIGNER_DEFAULT_APPROVAL_TTL_S;
+	r = json_get_int(j, "approval_ttl_s", &c.approval_ttl_s);
+	if ((r < 0 && r != -ENOENT) || c.approval_ttl_s < 1 || c.approval_ttl_s > SIGNER_MAX_APPROVAL_TTL_S) {
+		snprintf(err, err_size, "config.json: approval_ttl_s must be an integer 1..%d (seconds)",
+			 SIGNER_MAX_APPROVAL_TTL_S);
+		return -EBADMSG;
+	}
 	if (strcmp(mode, "dev") == 0) {
 		c.mode = SIGNER_MODE_DEV;
 	} else if (strcmp(mode, "system") == 0) {
@@ -134,9 +141,14 @@ int signer_config_parse(const char *dir, const void *p, size_t n, struct signer_
 		snprintf(err, err_size, "config.json: mode must be dev or system");
 		return -EBADMSG;
 	}
-	if (!hex_lower(log_id, SIGNER_LOG_ID_LEN) || origin[0] == '\0' || strlen(origin) > NOTE_MAX_NAME ||
-	    tenant[0] == '\0' || strlen(tenant) > 128) {
-		snprintf(err, err_size, "config.json: bad log_id, origin or tenant");
+	if (!hex_lower(log_id, SIGNER_LOG_ID_LEN) || origin[0] == '\0' || strlen(origin) > NOTE_MAX_NAME) {
+		snprintf(err, err_size, "config.json: bad log_id or origin");
+		return -EBADMSG;
+	}
+	/* The tenant is written in every record and in approval bindings, where the event schema wants an id. */
+	if (!rpc_id_ok(tenant)) {
+		snprintf(err, err_size,
+			 "config.json: tenant must match [A-Za-z0-9._:-]{1,128} (an id of the event schema)");
 		return -EBADMSG;
 	}
 	if (json_array_size(auth) > SIGNER_MAX_AUTHORIZE) {

@@ -10,7 +10,8 @@
  * The signer's state directory and configuration.
  *
  *   DIR/config.json       {"version":1,"mode":"dev"|"system","log_id","origin","tenant","authorize":[uid...],
- *                          "socket"?: path}
+ *                          "socket"?: path, "approval_ttl_s"?: 1..SIGNER_MAX_APPROVAL_TTL_S}
+ *                         tenant is an id of the event schema: [A-Za-z0-9._:-]{1,128}
  *   DIR/keys/log.key      Ed25519 seed (hex) signing checkpoints (the key trust.json pins)
  *   DIR/keys/record.key   Ed25519 seed (hex) signing records (declared by the signer.epoch record)
  *   DIR/keys/args_salt.key  32 random bytes (hex): HMAC key of the per-record argument salts
@@ -27,6 +28,8 @@
 #define SIGNER_LOG_ID_LEN 32 /* hex chars */
 #define SIGNER_SOCKET_ENV "TKBOX_SIGNER_SOCKET"
 #define SIGNER_DIR_ENV "TKBOX_SIGNER_DIR"
+#define SIGNER_DEFAULT_APPROVAL_TTL_S 600
+#define SIGNER_MAX_APPROVAL_TTL_S 86400
 
 enum signer_mode {
 	SIGNER_MODE_DEV = 0,
@@ -42,6 +45,7 @@ struct signer_config {
 	char *socket_path; /* resolved */
 	uid_t authorize[SIGNER_MAX_AUTHORIZE];
 	size_t n_authorize;
+	int64_t approval_ttl_s; /* an approval not answered within this expires */
 };
 
 struct signer_keys {

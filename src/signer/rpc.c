@@ -51,7 +51,7 @@ static const char *const method_fields[RPC_METHOD_MAX][12] = {
 	[RPC_DECIDE] = { "*request_id", "*run_id", "*run_token", "*tool_call_id", "*tool", "*args", "args_source",
 			 "attempt" },
 	[RPC_COMPLETE] = { "*request_id", "*run_id", "*run_token", "tool_call_id", "*decision_id", "*args_digest",
-			   "*status", "exit_status", "error", "stdin_sha256", "stdin_bytes" },
+			   "*status", "exit_code", "signal", "error", "stdin_sha256", "stdin_bytes" },
 	[RPC_OBSERVE] = { "*request_id", "*run_id", "*run_token", "*kind", "*data" },
 	[RPC_APPROVAL_REQUEST] = { "*request_id", "*run_id", "*run_token", "*decision_id" },
 	[RPC_APPROVAL_WAIT] = { "*approval_id", "timeout_ms" },

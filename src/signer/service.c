@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -14,6 +15,7 @@
 #include "verify/merkle.h"
 #include "verify/note.h"
 #include "verify/record.h"
+#include "verify/schema.h"
 
 #include "banned.h"
 #include "io.h"
@@ -57,6 +59,9 @@ struct decision {
 	char *tool_call_id;
 	char *verdict; /* as recorded: allow, deny, ask, flag */
 	char *reason;
+	char *args_source; /* raw, parsed or coerced, as recorded */
+	char *policy_hash; /* of the policy that decided */
+	int64_t attempt;
 	json_t *rule_ids;
 	char commitment[COMMITMENT_STRLEN + 1]; /* "" when none */
 	bool completed;
@@ -207,6 +212,8 @@ static void decision_free(struct decision *d)
 	free(d->tool_call_id);
 	free(d->verdict);
 	free(d->reason);
+	free(d->args_source);
+	free(d->policy_hash);
 	if (d->rule_ids) {
 		json_decref(d->rule_ids);
 	}
@@ -368,7 +375,8 @@ static int apply_registered(struct service *s, const json_t *ev, const char *ten
 static int apply_decision(struct service *s, struct run *run, const json_t *ev)
 {
 	json_t *data = json_object_get(ev, "data");
-	const char *did, *verdict, *tool, *tcid, *ph, *commit;
+	const char *did, *verdict, *tool, *tcid, *ph, *commit, *src;
+	int64_t attempt = 0;
 	json_t *reasons, *rules;
 	struct decision *d;
 	int rc;
@@ -382,6 +390,10 @@ static int apply_decision(struct service *s, struct run *run, const json_t *ev)
 	tcid = jstr(data, "tool_use_id");
 	ph = jstr(data, "policy_hash");
 	commit = jstr(ev, "args_commitment");
+	src = jstr(ev, "args_source");
+	if (json_get_int(ev, "attempt", &attempt) < 0 || attempt < 0) {
+		attempt = 0;
+	}
 	d = calloc(1, sizeof(*d));
 	if (!d) {
 		return -ENOMEM;
@@ -390,10 +402,14 @@ static int apply_decision(struct service *s, struct run *run, const json_t *ev)
 	d->verdict = strdup(verdict);
 	d->tool = strdup(tool ? tool : "");
 	d->tool_call_id = strdup(tcid ? tcid : "");
+	d->args_source = strdup(src ? src : "parsed");
+	d->policy_hash = strdup(ph ? ph : "");
+	d->attempt = attempt;
 	if (asprintf(&d->approval_id, "a%s", did + 1) < 0) {
 		d->approval_id = NULL;
 	}
-	if (!d->decision_id || !d->verdict || !d->tool || !d->tool_call_id || !d->approval_id) {
+	if (!d->decision_id || !d->verdict || !d->tool || !d->tool_call_id || !d->approval_id || !d->args_source ||
+	    !d->policy_hash) {
 		decision_free(d);
 		return -ENOMEM;
 	}
@@ -489,7 +505,11 @@ static int apply_record(struct service *s, const json_t *ev, uint64_t seq, const
 			d->approval_expires_s = parse_ts_seconds(jstr(data, "expires_at"));
 		}
 	} else if (strcmp(type, "approval") == 0) {
-		const char *aid = data ? jstr(data, "tool_use_id") : NULL;
+		/* Records before issue 9 named the approval in tool_use_id; since then, approval_id does. */
+		const char *aid = data ? jstr(data, "approval_id") : NULL;
+		if (!aid && data) {
+			aid = jstr(data, "tool_use_id");
+		}
 		const char *verdict = data ? jstr(data, "decision") : NULL;
 		struct decision *d = aid ? hmap_get(&s->approvals, aid) : NULL;
 		if (d && verdict) {
@@ -507,6 +527,18 @@ static int apply_record(struct service *s, const json_t *ev, uint64_t seq, const
 }
 
 /* ---- appending records ---- */
+
+/* append_record's answer for an event the event schema v2 refuses (nothing else returns it). */
+#define APPEND_ERR_SCHEMA (-ENOTRECOVERABLE)
+
+static const char *append_strerror(int r)
+{
+	if (r == APPEND_ERR_SCHEMA) {
+		return "the record would not be valid under Tracekit's event schema v2, so it was not signed (a "
+		       "signer bug: report it); nothing was recorded";
+	}
+	return strerror(-r);
+}
 
 /*
  * Build, sign and apply one record of `type` in the stream (tenant, run_id).
@@ -574,6 +606,14 @@ static int append_record(struct service *s, const char *tenant, const char *run_
 		if (r < 0) {
 			return -ENOMEM;
 		}
+	}
+	/*
+	 * Never sign an event Tracekit's verifier would refuse: every record is
+	 * checked against the event schema v2 (verify/schema.c) first. A failure
+	 * is a bug in the record's builder; the call is refused.
+	 */
+	if (event_schema_check(ev, NULL, 0) < 0 || event_binding_check(ev, NULL, 0) < 0) {
+		return APPEND_ERR_SCHEMA;
 	}
 	/*
 	 * Only the hash is computed here (the next record chains on it); the
@@ -692,7 +732,7 @@ static int load_state(struct service *s, char *err, size_t err_size)
 	if (s->next_seq == 0) {
 		r = append_epoch(s);
 		if (r < 0) {
-			snprintf(err, err_size, "writing signer.epoch failed: %s", strerror(-r));
+			snprintf(err, err_size, "writing signer.epoch failed: %s", append_strerror(r));
 			return r;
 		}
 	}
@@ -998,6 +1038,18 @@ static void do_hello(struct service *s, const struct rpc_request *req, struct se
 			      TKBOX_VERSION, "pid", (json_int_t)getpid(), "log_id", s->cfg->log_id);
 }
 
+/* s as a JSON string of at most max code points, cut at a UTF-8 character boundary. */
+static json_t *json_string_capped(const char *s, size_t max)
+{
+	size_t n = 0, cp = 0;
+
+	while (s[n] && (cp < max || ((unsigned char)s[n] & 0xc0) == 0x80)) {
+		cp += ((unsigned char)s[n] & 0xc0) != 0x80;
+		n++;
+	}
+	return json_stringn(s, n);
+}
+
 static const char *isolation_of(const struct service *s, const struct caller *c)
 {
 	/* Measured, never claimed: the dev signer runs as its caller by design. */
@@ -1058,7 +1110,7 @@ static void do_register(struct service *s, const struct caller *c, const struct 
 			  "request_id", req->request_id);
 	r = append_record(s, s->cfg->tenant, run_id, "run.registered", "signer", data, extra, &run_seq);
 	if (r < 0) {
-		reply_error(ret, RPC_ERR_INTERNAL, "could not sign run.registered: %s", strerror(-r));
+		reply_error(ret, RPC_ERR_INTERNAL, "could not sign run.registered: %s", append_strerror(r));
 		return;
 	}
 	if (token_mint(s->keys->token_key, run_id, c->uid, time(NULL), &token) < 0) {
@@ -1165,7 +1217,8 @@ static void do_decide(struct service *s, const struct caller *c, const struct rp
 	data = json_pack("{s:s,s:s,s:o,s:s,s:s,s:s}", "tool_use_id", tcid, "decision", recorded, "rule_ids", rules,
 			 "policy_hash", s->policy_hash, "tool", tool, "decision_id", did);
 	if (data && pd.reason) {
-		(void)json_object_set_new(data, "reasons", json_pack("[s]", pd.reason));
+		/* The schema bounds a reason at 4096 code points; a policy's may be longer. */
+		(void)json_object_set_new(data, "reasons", json_pack("[o]", json_string_capped(pd.reason, 4096)));
 	}
 	extra = json_pack("{s:s,s:s,s:s,s:s,s:s}", "request_id", req->request_id, "tool_call_id", tcid,
 			  "args_commitment", commit, "args_source", args_source, "engine", SERVICE_ENGINE);
@@ -1175,7 +1228,8 @@ static void do_decide(struct service *s, const struct caller *c, const struct rp
 	r = append_record(s, run->tenant, run->run_id, "policy.decision", "hook", data, extra, &run_seq);
 	if (r < 0) {
 		policy_decision_release(&pd);
-		reply_error(ret, RPC_ERR_UNAVAILABLE, "could not sign the decision (%s): treat as deny", strerror(-r));
+		reply_error(ret, RPC_ERR_UNAVAILABLE, "could not sign the decision (%s): treat as deny",
+			    append_strerror(r));
 		return;
 	}
 	ret->body = json_pack("{s:s,s:s,s:o,s:o,s:I}", "decision", policy_verdict_name(pd.verdict), "decision_id", did,
@@ -1189,6 +1243,24 @@ static void do_decide(struct service *s, const struct caller *c, const struct rp
 
 /* stdin_bytes in a completion: JSON's exact integer range (I-JSON), so every verifier reads it alike. */
 #define COMPLETE_MAX_STDIN_BYTES ((INT64_C(1) << 53))
+/* Linux signal numbers, real-time ones included. */
+#define COMPLETE_MAX_SIGNAL 64
+
+/* "SIGKILL" for 9: this libc's abbreviation, or "SIGRTMIN+n" for a real-time signal; false when it has none. */
+static bool signal_name(int sig, char *out, size_t out_size)
+{
+	const char *abbrev = sigabbrev_np(sig);
+
+	if (abbrev) {
+		snprintf(out, out_size, "SIG%s", abbrev);
+		return true;
+	}
+	if (sig >= SIGRTMIN && sig <= SIGRTMAX) {
+		snprintf(out, out_size, "SIGRTMIN+%d", sig - SIGRTMIN);
+		return true;
+	}
+	return false;
+}
 
 static void do_complete(struct service *s, const struct caller *c, const struct rpc_request *req,
 			struct service_reply *ret)
@@ -1198,8 +1270,7 @@ static void do_complete(struct service *s, const struct caller *c, const struct 
 	json_t *data, *extra, *value;
 	struct decision *d;
 	struct run *run;
-	int64_t exit_status = 0, stdin_bytes = 0;
-	bool has_exit;
+	int64_t exit_code = -1, sig = -1, stdin_bytes = 0;
 	uint64_t run_seq;
 	int r, r2;
 
@@ -1214,11 +1285,31 @@ static void do_complete(struct service *s, const struct caller *c, const struct 
 			    "decision_id, args_digest and status (ok|error) are required");
 		return;
 	}
-	r = json_get_int(req->obj, "exit_status", &exit_status);
-	has_exit = r == 0;
-	if (r < 0 && r != -ENOENT) {
-		reply_error(ret, RPC_ERR_INVALID_REQUEST, "exit_status must be an integer");
+	/*
+	 * How the command ended: an exit status, or the signal that killed it
+	 * (killed by SIGKILL is not exit 137), never both. Neither: not known
+	 * (it never started, or the box went away).
+	 */
+	r = json_get_int(req->obj, "exit_code", &exit_code);
+	r2 = json_get_int(req->obj, "signal", &sig);
+	if ((r < 0 && r != -ENOENT) || (r == 0 && (exit_code < 0 || exit_code > 255))) {
+		reply_error(ret, RPC_ERR_INVALID_REQUEST, "exit_code must be an integer 0..255");
 		return;
+	}
+	if ((r2 < 0 && r2 != -ENOENT) || (r2 == 0 && (sig < 1 || sig > COMPLETE_MAX_SIGNAL))) {
+		reply_error(ret, RPC_ERR_INVALID_REQUEST, "signal must be an integer 1..%d", COMPLETE_MAX_SIGNAL);
+		return;
+	}
+	if (r == 0 && r2 == 0) {
+		reply_error(ret, RPC_ERR_INVALID_REQUEST,
+			    "exit_code and signal exclude each other: a command either exited or was killed");
+		return;
+	}
+	if (r != 0) {
+		exit_code = -1;
+	}
+	if (r2 != 0) {
+		sig = -1;
 	}
 	r = json_get_string(req->obj, "error", &errmsg);
 	if ((r < 0 && r != -ENOENT) || (errmsg && strlen(errmsg) > 4096)) {
@@ -1267,8 +1358,15 @@ static void do_complete(struct service *s, const struct caller *c, const struct 
 		return;
 	}
 	value = json_pack("{s:s}", "status", status);
-	if (value && has_exit) {
-		(void)json_object_set_new(value, "exit_status", json_integer(exit_status));
+	if (value && exit_code >= 0) {
+		(void)json_object_set_new(value, "exit_code", json_integer(exit_code));
+	}
+	if (value && sig > 0) {
+		char name[32];
+		(void)json_object_set_new(value, "signal", json_integer(sig));
+		if (signal_name((int)sig, name, sizeof(name))) {
+			(void)json_object_set_new(value, "signal_name", json_string(name));
+		}
 	}
 	if (value && errmsg) {
 		(void)json_object_set_new(value, "error", json_string(errmsg));
@@ -1283,7 +1381,7 @@ static void do_complete(struct service *s, const struct caller *c, const struct 
 			  "args_commitment", rcommit);
 	r = append_record(s, run->tenant, run->run_id, "tool.result", "hook", data, extra, &run_seq);
 	if (r < 0) {
-		reply_error(ret, RPC_ERR_UNAVAILABLE, "could not sign the result: %s", strerror(-r));
+		reply_error(ret, RPC_ERR_UNAVAILABLE, "could not sign the result: %s", append_strerror(r));
 		return;
 	}
 	ret->body = json_pack("{s:I}", "run_seq", (json_int_t)run_seq);
@@ -1293,6 +1391,45 @@ static const char *const observe_kinds[] = { "tkbox.box",	  "tkbox.egress",
 					     "tkbox.approval",	  "tkbox.secret.use",
 					     "tkbox.secret.leak", "tkbox.model.call",
 					     "tkbox.gap",	  NULL };
+
+/*
+ * The daemon's gap kinds and the capture.gap kind of the schema that fits:
+ * a completion or a must-keep observation that could not be recorded was
+ * lost because the signer could not take it. Others get no kind.
+ */
+static const struct {
+	const char *daemon;
+	const char *schema;
+} gap_kinds[] = {
+	{ "complete", "signer_unavailable" },
+	{ "observe", "signer_unavailable" },
+};
+
+/* capture.gap data from a tkbox.gap observation: {reason, kind?, missed_events?}; the daemon's kind leads the reason. */
+static json_t *gap_record(const char *reason, const char *kind, int64_t count, const char **ret_kind)
+{
+	_cleanup_free_ char *text = NULL;
+	const char *schema = NULL;
+	json_t *rec;
+
+	for (size_t i = 0; kind && i < ARRAY_SIZE(gap_kinds); i++) {
+		if (strcmp(kind, gap_kinds[i].daemon) == 0) {
+			schema = gap_kinds[i].schema;
+		}
+	}
+	if (asprintf(&text, "%s%s%s", kind ? kind : "", kind ? ": " : "", reason ? reason : "tkbox.gap") < 0) {
+		return NULL;
+	}
+	rec = json_pack("{s:o}", "reason", json_string_capped(text, 4096));
+	if (rec && schema) {
+		(void)json_object_set_new(rec, "kind", json_string(schema));
+	}
+	if (rec && count >= 0) {
+		(void)json_object_set_new(rec, "missed_events", json_integer(count));
+	}
+	*ret_kind = schema;
+	return rec;
+}
 
 static void do_observe(struct service *s, const struct caller *c, const struct rpc_request *req,
 		       struct service_reply *ret)
@@ -1330,10 +1467,18 @@ static void do_observe(struct service *s, const struct caller *c, const struct r
 	 * open), with the kind as reviewer and the client's object as verdict.
 	 */
 	if (strcmp(kind, "tkbox.gap") == 0) {
-		if (json_get_string(data, "reason", &reason) < 0 || strlen(reason) > 4096) {
-			reason = "tkbox.gap";
+		const char *gkind = NULL, *skind;
+		int64_t count = -1;
+
+		if (json_only_keys(data, (const char *const[]){ "reason", "kind", "count", NULL }) < 0 ||
+		    (json_object_get(data, "reason") && json_get_string(data, "reason", &reason) < 0) ||
+		    (json_object_get(data, "kind") && json_get_string(data, "kind", &gkind) < 0) ||
+		    (json_object_get(data, "count") && (json_get_int(data, "count", &count) < 0 || count < 0))) {
+			reply_error(ret, RPC_ERR_INVALID_REQUEST,
+				    "tkbox.gap data is {reason (string), kind (string), count (integer >= 0)}");
+			return;
 		}
-		rec = json_pack("{s:s}", "reason", reason);
+		rec = gap_record(reason, gkind, count, &skind);
 	} else {
 		rec = json_pack("{s:s,s:O}", "reviewer", kind, "verdict", data);
 	}
@@ -1341,7 +1486,7 @@ static void do_observe(struct service *s, const struct caller *c, const struct r
 	r = append_record(s, run->tenant, run->run_id, strcmp(kind, "tkbox.gap") == 0 ? "capture.gap" : "review",
 			  strcmp(kind, "tkbox.gap") == 0 ? "signer" : "sdk", rec, extra, &run_seq);
 	if (r < 0) {
-		reply_error(ret, RPC_ERR_UNAVAILABLE, "could not sign the observation: %s", strerror(-r));
+		reply_error(ret, RPC_ERR_UNAVAILABLE, "could not sign the observation: %s", append_strerror(r));
 		return;
 	}
 	ret->body = json_pack("{s:I}", "run_seq", (json_int_t)run_seq);
@@ -1371,18 +1516,38 @@ static const char *approval_state_name(enum approval_state a)
 
 /* Write the `approval` record for a decision on an approval. */
 static int approval_record(struct service *s, struct decision *d, const char *verdict, const char *approver,
-			   int64_t approver_uid, const char *request_id, uint64_t *ret_run_seq)
+			   int64_t approver_uid, const char *reason, const char *request_id, uint64_t *ret_run_seq)
 {
-	json_t *data, *extra = NULL;
+	json_t *data, *extra;
+	bool self = false;
 
-	data = json_pack("{s:s,s:s,s:s,s:s}", "tool_use_id", d->approval_id, "decision", verdict, "approver", approver,
-			 "channel", "tkbox-signer");
+	data = json_pack("{s:s,s:s,s:s,s:s,s:s}", "tool_use_id", d->tool_call_id, "approval_id", d->approval_id,
+			 "decision", verdict, "approver", approver, "channel", "tkbox-signer");
 	if (data && approver_uid >= 0) {
+		char subject[24];
+
+		/*
+		 * Self-approval as Tracekit's verifier reads it: the approver is the
+		 * requester, i.e. the uid the run belongs to (the daemon's). Such an
+		 * approval caps a bundle's assurance at dev ("approvals: self").
+		 */
+		self = (uid_t)approver_uid == d->run->uid;
+		snprintf(subject, sizeof(subject), "%lld", (long long)approver_uid);
 		(void)json_object_set_new(data, "approver_uid", json_integer(approver_uid));
-		(void)json_object_set_new(data, "same_user", json_boolean((uid_t)approver_uid == d->run->uid));
+		(void)json_object_set_new(data, "same_user", json_boolean(self));
+		(void)json_object_set_new(
+			data, "approver_identity",
+			json_pack("{s:s,s:s,s:b}", "scheme", "uid", "subject", subject, "attested", 1));
 	}
-	if (request_id) {
-		extra = json_pack("{s:s}", "request_id", request_id);
+	if (data) {
+		(void)json_object_set_new(data, "self_approved", json_boolean(self));
+	}
+	if (data && reason) {
+		(void)json_object_set_new(data, "reason", json_string_capped(reason, 1024));
+	}
+	extra = json_pack("{s:s}", "tool_call_id", d->tool_call_id);
+	if (extra && request_id) {
+		(void)json_object_set_new(extra, "request_id", json_string(request_id));
 	}
 	return append_record(s, d->run->tenant, d->run->run_id, "approval", "signer", data, extra, ret_run_seq);
 }
@@ -1391,17 +1556,19 @@ static int approval_record(struct service *s, struct decision *d, const char *ve
 static void approval_check_expiry(struct service *s, struct decision *d)
 {
 	if (d->approval == APPROVAL_PENDING && time(NULL) >= d->approval_expires_s && !d->run->closed) {
-		(void)approval_record(s, d, "timeout", "tkbox-signer", -1, NULL, NULL);
+		(void)approval_record(s, d, "timeout", "tkbox-signer", -1, NULL, NULL, NULL);
 	}
 }
 
 static void do_approval_request(struct service *s, const struct caller *c, const struct rpc_request *req,
 				struct service_reply *ret)
 {
-	char expires[32], requester[32];
+	char expires[32], requester[32], nonce[33], bdigest[RECORD_HASH_STRLEN + 1];
+	_cleanup_free_ char *bjcs = NULL;
+	uint8_t bh[SHA256_LEN];
 	struct decision *d;
 	const char *did;
-	json_t *data, *rules, *extra;
+	json_t *data, *rules, *extra, *binding;
 	struct run *run;
 	uint64_t run_seq;
 	time_t exp;
@@ -1428,7 +1595,11 @@ static void do_approval_request(struct service *s, const struct caller *c, const
 		reply_error(ret, RPC_ERR_CONFLICT, "an approval was already requested for this decision");
 		return;
 	}
-	exp = time(NULL) + SERVICE_APPROVAL_TTL_S;
+	if (strlen(d->commitment) != COMMITMENT_STRLEN || !d->policy_hash[0]) {
+		reply_error(ret, RPC_ERR_CONFLICT, "this decision has no argument commitment to bind an approval to");
+		return;
+	}
+	exp = time(NULL) + s->cfg->approval_ttl_s;
 	format_ts(exp, 0, expires);
 	snprintf(requester, sizeof(requester), "uid:%u", (unsigned)c->uid);
 	rules = json_array();
@@ -1438,12 +1609,40 @@ static void do_approval_request(struct service *s, const struct caller *c, const
 			(void)json_array_append_new(rules, json_string(id));
 		}
 	}
-	data = json_pack("{s:s,s:s,s:o,s:s,s:s}", "approval_id", d->approval_id, "policy_hash", s->policy_hash,
-			 "rule_ids", rules, "expires_at", expires, "requester", requester);
+	/*
+	 * What the approval is bound to (schema approval_request.binding):
+	 * the call, its arguments through the decision's own commitment (same
+	 * salt, label = decision_id: the signer keeps no arguments, so it can
+	 * only re-publish that commitment), the policy that asked, a fresh
+	 * nonce and the expiry. binding_digest = sha256(JCS(binding)).
+	 */
+	if ((r = random_hex(16, nonce, sizeof(nonce))) < 0) {
+		json_decref(rules);
+		reply_error(ret, RPC_ERR_INTERNAL, "no randomness");
+		return;
+	}
+	binding = json_pack("{s:i,s:s,s:s,s:s,s:s,s:I,s:s,s:s,s:s,s:s,s:s,s:s}", "v", 1, "approval_id", d->approval_id,
+			    "tenant", run->tenant, "run_id", run->run_id, "tool_call_id", d->tool_call_id, "attempt",
+			    (json_int_t)d->attempt, "tool", d->tool, "args_commitment", d->commitment, "args_source",
+			    d->args_source, "policy_hash", d->policy_hash, "nonce", nonce, "expires_at", expires);
+	if (!binding || (r = json_jcs_string(binding, (size_t)64 << 10, &bjcs)) < 0 ||
+	    (r = sha256(bjcs, strlen(bjcs), bh)) < 0) {
+		json_decref(binding);
+		json_decref(rules);
+		reply_error(ret, RPC_ERR_INTERNAL, "could not build the approval's binding");
+		return;
+	}
+	record_hash_format(bh, bdigest);
+	data = json_pack("{s:s,s:s,s:o,s:s,s:s,s:s,s:o,s:s}", "approval_id", d->approval_id, "policy_hash",
+			 d->policy_hash, "rule_ids", rules, "expires_at", expires, "requester", requester,
+			 "decision_id", d->decision_id, "binding", binding, "binding_digest", bdigest);
 	extra = json_pack("{s:s,s:s}", "request_id", req->request_id, "tool_call_id", d->tool_call_id);
+	if (extra && d->attempt > 0) {
+		(void)json_object_set_new(extra, "attempt", json_integer(d->attempt));
+	}
 	r = append_record(s, run->tenant, run->run_id, "approval.request", "signer", data, extra, &run_seq);
 	if (r < 0) {
-		reply_error(ret, RPC_ERR_UNAVAILABLE, "could not sign the approval request: %s", strerror(-r));
+		reply_error(ret, RPC_ERR_UNAVAILABLE, "could not sign the approval request: %s", append_strerror(r));
 		return;
 	}
 	ret->body = json_pack("{s:s,s:s,s:I}", "approval_id", d->approval_id, "expires_at", expires, "run_seq",
@@ -1507,7 +1706,7 @@ static void do_approval_wait(struct service *s, const struct rpc_request *req, s
 static void do_approval_decide(struct service *s, const struct caller *c, const struct rpc_request *req,
 			       struct service_reply *ret)
 {
-	const char *aid, *verdict;
+	const char *aid, *verdict, *reason = NULL;
 	char approver[32];
 	struct decision *d;
 	uint64_t run_seq;
@@ -1516,6 +1715,13 @@ static void do_approval_decide(struct service *s, const struct caller *c, const 
 	if (json_get_string(req->obj, "approval_id", &aid) < 0 || json_get_string(req->obj, "decision", &verdict) < 0 ||
 	    (strcmp(verdict, "approve") != 0 && strcmp(verdict, "reject") != 0)) {
 		reply_error(ret, RPC_ERR_INVALID_REQUEST, "approval_id and decision (approve|reject) are required");
+		return;
+	}
+	r = json_get_string(req->obj, "reason", &reason);
+	if ((r < 0 && r != -ENOENT) || (reason && strlen(reason) > 1024)) {
+		reply_error(
+			ret, RPC_ERR_INVALID_REQUEST,
+			"reason must be a string of at most 1024 bytes (the schema's bound on an approval's reason)");
 		return;
 	}
 	d = hmap_get(&s->approvals, aid);
@@ -1533,13 +1739,14 @@ static void do_approval_decide(struct service *s, const struct caller *c, const 
 		return;
 	}
 	snprintf(approver, sizeof(approver), "uid:%u", (unsigned)c->uid);
-	r = approval_record(s, d, verdict, approver, (int64_t)c->uid, req->request_id, &run_seq);
+	r = approval_record(s, d, verdict, approver, (int64_t)c->uid, reason, req->request_id, &run_seq);
 	if (r < 0) {
-		reply_error(ret, RPC_ERR_UNAVAILABLE, "could not sign the approval: %s", strerror(-r));
+		reply_error(ret, RPC_ERR_UNAVAILABLE, "could not sign the approval: %s", append_strerror(r));
 		return;
 	}
-	ret->body = json_pack("{s:s,s:s,s:I,s:b}", "approval_id", aid, "state", approval_state_name(d->approval),
-			      "run_seq", (json_int_t)run_seq, "same_user", c->uid == d->run->uid);
+	ret->body = json_pack("{s:s,s:s,s:I,s:b,s:b}", "approval_id", aid, "state", approval_state_name(d->approval),
+			      "run_seq", (json_int_t)run_seq, "same_user", c->uid == d->run->uid, "self_approved",
+			      c->uid == d->run->uid);
 }
 
 static void do_approval_list(struct service *s, struct service_reply *ret)
@@ -1593,7 +1800,7 @@ static void do_close(struct service *s, const struct caller *c, const struct rpc
 				  NULL, &run_seq);
 	}
 	if (r < 0) {
-		reply_error(ret, RPC_ERR_UNAVAILABLE, "could not close the run: %s", strerror(-r));
+		reply_error(ret, RPC_ERR_UNAVAILABLE, "could not close the run: %s", append_strerror(r));
 		return;
 	}
 	/* A checkpoint after each run.final, once it is durable. */

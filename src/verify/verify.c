@@ -13,6 +13,7 @@
 #include "verify/merkle.h"
 #include "verify/note.h"
 #include "verify/record.h"
+#include "verify/schema.h"
 #include "verify/trust.h"
 #include "verify/verify.h"
 
@@ -498,6 +499,25 @@ static void check_checkpoint(struct vstate *st)
 	}
 }
 
+/*
+ * The event against Tracekit's event schema v2 (schema.c: the top level and
+ * the data of every type, one table), then what the schema says in words
+ * about approval.request's binding_digest. false with the first problem in
+ * why.
+ */
+static bool event_valid(const json_t *ev, char why[EVENT_SCHEMA_WHY_MAX])
+{
+	int r = event_schema_check(ev, why, EVENT_SCHEMA_WHY_MAX);
+
+	if (r >= 0) {
+		r = event_binding_check(ev, why, EVENT_SCHEMA_WHY_MAX);
+	}
+	if (r == -ENOMEM) {
+		snprintf(why, EVENT_SCHEMA_WHY_MAX, "out of memory checking the event");
+	}
+	return r >= 0;
+}
+
 /* ---- keys ---------------------------------------------------------------------------------------------------------- */
 
 static struct key_state *key_find(struct vstate *st, const char *kid)
@@ -640,6 +660,16 @@ static bool check_keys(struct vstate *st)
 			snprintf(problem, sizeof(problem), "key record at seq %" PRId64 " has no data", k->seq);
 			break;
 		}
+		{
+			char ewhy[EVENT_SCHEMA_WHY_MAX] = "";
+
+			if (!event_valid(k->event, ewhy)) {
+				snprintf(problem, sizeof(problem),
+					 "key record at seq %" PRId64 ": event is not a valid tracekit.event.v2 (%s)",
+					 k->seq, ewhy);
+				break;
+			}
+		}
 		if (strcmp(k->type, "signer.epoch") == 0) {
 			if (json_get_array(data, "keys", &arr) < 0 || json_array_size(arr) == 0 ||
 			    json_array_size(arr) > 16) {
@@ -734,22 +764,6 @@ static bool check_keys(struct vstate *st)
 
 /* ---- events -------------------------------------------------------------------------------------------------------- */
 
-static bool ts_ok(const char *s)
-{
-	/* YYYY-MM-DDTHH:MM:SS.ffffffZ */
-	static const char shape[] = "dddd-dd-ddTdd:dd:dd.ddddddZ";
-
-	if (strlen(s) != sizeof(shape) - 1) {
-		return false;
-	}
-	for (size_t i = 0; i < sizeof(shape) - 1; i++) {
-		if (shape[i] == 'd' ? !(s[i] >= '0' && s[i] <= '9') : s[i] != shape[i]) {
-			return false;
-		}
-	}
-	return true;
-}
-
 static bool id_ok(const char *s, size_t max)
 {
 	size_t n = strlen(s);
@@ -763,199 +777,6 @@ static bool id_ok(const char *s, size_t max)
 		}
 	}
 	return true;
-}
-
-static bool in_list(const char *s, const char *const *list)
-{
-	for (size_t i = 0; list[i]; i++) {
-		if (strcmp(s, list[i]) == 0) {
-			return true;
-		}
-	}
-	return false;
-}
-
-/*
- * The top level of tracekit.event.v2 (additionalProperties false, required
- * fields, types and patterns) and the data of the lifecycle and key records.
- * Returns NULL or the name of the first field that does not conform.
- */
-static const char *event_invalid(const json_t *ev)
-{
-	static const char *const allowed[] = {
-		"schema_version",
-		"id",
-		"seq",
-		"prev_hash",
-		"ts",
-		"ts_signed",
-		"run_id",
-		"agent_id",
-		"parent_id",
-		"source",
-		"type",
-		"data",
-		"transcript",
-		"log_id",
-		"tenant",
-		"tenant_attested",
-		"principal",
-		"principal_attested",
-		"request_id",
-		"stream",
-		"client_seq",
-		"tool_call_id",
-		"attempt",
-		"step",
-		"run_seq",
-		"run_prev_hash",
-		"capture_layer",
-		"tier",
-		"args_commitment",
-		"args_source",
-		"engine",
-		"span_id",
-		NULL,
-	};
-	static const char *const sources[] = { "hook", "proxy",	   "transcript", "signer",
-					       "sdk",  "migrated", "import",	 NULL };
-	static const char *const types[] = {
-		"run.start",
-		"run.end",
-		"tool.call",
-		"policy.decision",
-		"approval",
-		"tool.result",
-		"error",
-		"review",
-		"trace.tamper",
-		"capture.gap",
-		"checkpoint",
-		"user.prompt",
-		"model.message",
-		"model.exchange",
-		"run.registered",
-		"run.closing",
-		"run.final",
-		"approval.request",
-		"approval.consumed",
-		"approval.expired",
-		"approval.refused",
-		"approval.binding_mismatch",
-		"approval.abandoned",
-		"state.write",
-		"signer.epoch",
-		"key.retire",
-		"log.closed",
-		"reconcile.hook_missing",
-		"reconcile.fabricated",
-		"reconcile.args_mismatch",
-		"reconcile.result_without_call",
-		"reconcile.unexplained_effect",
-		"reconcile.args_unparseable",
-		"refusal.summary",
-		NULL,
-	};
-	static const char *const layers[] = { "L1", "L2", "L3", "L4", "L5", "L6", NULL };
-	static const char *const tiers[] = { "T1", "T2", "T3", NULL };
-	static const char *const arg_sources[] = { "raw", "parsed", "coerced", NULL };
-	const char *s, *type;
-	json_t *v, *data;
-	int64_t i64;
-	bool b;
-
-	if (json_only_keys(ev, allowed) < 0) {
-		return "an unknown field";
-	}
-	if (json_get_string(ev, "schema_version", &s) < 0 || strcmp(s, "tracekit.event.v2") != 0) {
-		return "schema_version";
-	}
-	if (json_get_string(ev, "id", &s) < 0 || !is_hex(s, 32)) {
-		return "id";
-	}
-	if (json_get_string(ev, "ts", &s) < 0 || !ts_ok(s)) {
-		return "ts";
-	}
-	if (json_get_string(ev, "ts_signed", &s) == -EBADMSG || (json_object_get(ev, "ts_signed") && !ts_ok(s))) {
-		return "ts_signed";
-	}
-	if (json_get_string(ev, "run_id", &s) < 0 || strlen(s) == 0 || strlen(s) > 200) {
-		return "run_id";
-	}
-	if (json_get_string(ev, "agent_id", &s) < 0 || strlen(s) == 0 || strlen(s) > 200) {
-		return "agent_id";
-	}
-	v = json_object_get(ev, "parent_id");
-	if (!v || !(json_is_null(v) || (json_is_string(v) && json_string_length(v) <= 200))) {
-		return "parent_id";
-	}
-	if (json_get_string(ev, "source", &s) < 0 || !in_list(s, sources)) {
-		return "source";
-	}
-	if (json_get_string(ev, "type", &type) < 0 || !in_list(type, types)) {
-		return "type";
-	}
-	if (json_get_object(ev, "data", &data) < 0) {
-		return "data";
-	}
-	if (json_get_string(ev, "log_id", &s) < 0 || !is_hex(s, 32)) {
-		return "log_id";
-	}
-	if (json_get_string(ev, "tenant", &s) < 0 || !id_ok(s, 200)) {
-		return "tenant";
-	}
-	for (const char *const *f = (const char *const[]){ "request_id", "stream", "tool_call_id", NULL }; *f; f++) {
-		if (json_object_get(ev, *f) && (json_get_string(ev, *f, &s) < 0 || !id_ok(s, 200))) {
-			return *f;
-		}
-	}
-	for (const char *const *f = (const char *const[]){ "client_seq", "attempt", "step", NULL }; *f; f++) {
-		if (json_object_get(ev, *f) && (json_get_int(ev, *f, &i64) < 0 || i64 < 0)) {
-			return *f;
-		}
-	}
-	for (const char *const *f = (const char *const[]){ "tenant_attested", "principal_attested", NULL }; *f; f++) {
-		if (json_object_get(ev, *f) && json_get_bool(ev, *f, &b) < 0) {
-			return *f;
-		}
-	}
-	if (json_object_get(ev, "principal") && (json_get_string(ev, "principal", &s) < 0 || strlen(s) > 256)) {
-		return "principal";
-	}
-	if (json_object_get(ev, "capture_layer") &&
-	    (json_get_string(ev, "capture_layer", &s) < 0 || !in_list(s, layers))) {
-		return "capture_layer";
-	}
-	if (json_object_get(ev, "tier") && (json_get_string(ev, "tier", &s) < 0 || !in_list(s, tiers))) {
-		return "tier";
-	}
-	if (json_object_get(ev, "args_source") &&
-	    (json_get_string(ev, "args_source", &s) < 0 || !in_list(s, arg_sources))) {
-		return "args_source";
-	}
-	if (json_object_get(ev, "args_commitment") && (json_get_string(ev, "args_commitment", &s) < 0 ||
-						       strncmp(s, "hmac-sha256:", 12) != 0 || !is_hex(s + 12, 64))) {
-		return "args_commitment";
-	}
-	if (json_object_get(ev, "engine") &&
-	    (json_get_string(ev, "engine", &s) < 0 || strlen(s) > 128 || !strchr(s, '@') || !id_ok(s, 128))) {
-		return "engine";
-	}
-	if (strcmp(type, "run.final") == 0) {
-		uint8_t h[SHA256_LEN];
-
-		if (json_only_keys(data, (const char *const[]){ "head_run_seq", "head_hash", "coverage", NULL }) < 0 ||
-		    json_get_int(data, "head_run_seq", &i64) < 0 || i64 < 0 ||
-		    json_get_string(data, "head_hash", &s) < 0 || record_hash_parse(s, h) < 0) {
-			return "data (run.final)";
-		}
-	} else if (strcmp(type, "run.closing") == 0) {
-		if (json_only_keys(data, (const char *const[]){ "reason", NULL }) < 0 ||
-		    json_get_string(data, "reason", &s) < 0) {
-			return "data (run.closing)";
-		}
-	}
-	return NULL;
 }
 
 /* ---- the run ------------------------------------------------------------------------------------------------------- */
@@ -991,12 +812,14 @@ static void check_signatures(struct vstate *st)
 
 	for (size_t i = 0; i < st->n_run; i++) {
 		const struct record *r = &st->run[i];
+		char why[EVENT_SCHEMA_WHY_MAX] = "";
 		const char *fail = NULL, *field = NULL;
 
 		if (record_check_hash(r) < 0) {
 			fail = "hash does not match its event";
-		} else if ((field = event_invalid(r->event)) != NULL) {
+		} else if (!event_valid(r->event, why)) {
 			fail = "event is not a valid tracekit.event.v2";
+			field = why;
 		} else if (!st->trust.alg_ed25519) {
 			fail = "alg ed25519 is not pinned in the trust config's algs";
 		} else if (!st->log_id || strcmp(st->log_id, r->log_id) != 0) {
@@ -1220,17 +1043,12 @@ static void check_info(struct vstate *st)
 		    strcmp(s, "executed_against_policy") == 0) {
 			against++;
 		}
-		if (strncmp(r->type, "approval", 8) == 0) {
-			const char *approver = NULL, *requester = NULL;
-
-			if ((json_get_bool(data, "self_approval", &b) == 0 && b) ||
-			    (json_get_bool(data, "self", &b) == 0 && b) ||
-			    (json_get_string(data, "approver", &approver) == 0 &&
-			     json_get_string(data, "requester", &requester) == 0 && strcmp(approver, requester) == 0)) {
+		/* As Tracekit's verifier reads them: an `approval` record with self_approved / break_glass true. */
+		if (strcmp(r->type, "approval") == 0) {
+			if (json_get_bool(data, "self_approved", &b) == 0 && b) {
 				st->self_approval = true;
 			}
-			if ((json_get_bool(data, "break_glass", &b) == 0 && b) ||
-			    (json_get_string(data, "role", &s) == 0 && strcmp(s, "break-glass") == 0)) {
+			if (json_get_bool(data, "break_glass", &b) == 0 && b) {
 				break_glass++;
 			}
 		}

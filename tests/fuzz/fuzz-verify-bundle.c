@@ -7,6 +7,7 @@
 #include "tb.h"
 #include "verify/bundle.h"
 #include "verify/record.h"
+#include "verify/schema.h"
 #include "verify/verify.h"
 
 /*
@@ -14,7 +15,9 @@
  * file pins the keys of the corpus bundles (made by tkb-gen ... fixed: seed
  * 32 x 0x42), so mutations of valid bundles reach every check. Invariants:
  * no crash, no leak, the verifier answers every input (only -ENOMEM may
- * fail), exit codes are in 0..3, and a report renders as text and JSON.
+ * fail), exit codes are in 0..3, and a report renders as text and JSON;
+ * every parsed record's event also goes through the event schema's per-type
+ * rules (verify/schema.c), which answer without crashing.
  */
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
@@ -60,7 +63,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				struct record rec = { 0 };
 
 				if (record_parse(lines[j].p, lines[j].n, &rec) == 0) {
+					char why[EVENT_SCHEMA_WHY_MAX];
+
 					(void)record_check_hash(&rec);
+					/* The per-type data rules directly, whatever the signatures say. */
+					if (event_schema_check(rec.event, why, sizeof(why)) == 0 && strlen(why) != 0) {
+						abort();
+					}
+					(void)event_binding_check(rec.event, why, sizeof(why));
 					record_release(&rec);
 				}
 			}

@@ -18,6 +18,10 @@
  *                                           print "approval <id>", long-poll approval_wait until a person
  *                                           decides (tkbox-signer approvals approve|reject), and check the
  *                                           outcome is EXPECT (approved|rejected) and what complete then says
+ *   signer-client flows   SOCKET DIR        every flow, each in its own run exported to DIR/<flow>.tkb (+ .trust.json):
+ *                                           allow (exit 0 and 1, deny), approved (then killed by SIGKILL), rejected,
+ *                                           expired (needs config approval_ttl_s 1), observe (every kind, gaps),
+ *                                           close-default (no reason), open (not closed)
  */
 #include <fcntl.h>
 #include <stdio.h>
@@ -151,7 +155,7 @@ static int do_accept(const char *sock, const char *bundle)
 	rep = call(c, json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:i}", "method", "complete", "request_id", "acc-c-1",
 				"run_id", str(run, "run_id"), "run_token", str(run, "run_token"), "tool_call_id",
 				"call-2", "decision_id", str(d2, "decision_id"), "args_digest", digest, "status", "ok",
-				"exit_status", 0));
+				"exit_code", 0));
 	CHECK(rep && !signer_reply_error(rep, NULL), "complete failed");
 	json_decref(rep);
 
@@ -197,6 +201,219 @@ static int do_accept(const char *sock, const char *bundle)
 	json_decref(d1);
 	json_decref(d2);
 	signer_client_free(c);
+	return failures ? 1 : 0;
+}
+
+/* Export run_id through an fd to path, and its trust file next to it (X.tkb -> X.trust.json). */
+static void export_to(struct signer_client *c, const char *run_id, const char *bundle)
+{
+	_cleanup_free_ char *trust_path = NULL;
+	json_t *rep = NULL, *args;
+	size_t n = strlen(bundle);
+	int fd;
+
+	fd = open(bundle, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		perror(bundle);
+		exit(2);
+	}
+	args = json_pack("{s:s,s:s}", "method", "export", "run_id", run_id);
+	if (!args || signer_client_call(c, args, fd, &rep) < 0 || signer_reply_error(rep, NULL)) {
+		CHECK(0, "export of %s failed", run_id);
+	} else {
+		if (n > 4 && strcmp(bundle + n - 4, ".tkb") == 0) {
+			if (asprintf(&trust_path, "%.*s.trust.json", (int)(n - 4), bundle) < 0) {
+				exit(2);
+			}
+		} else if (asprintf(&trust_path, "%s.trust.json", bundle) < 0) {
+			exit(2);
+		}
+		CHECK(io_write_file_atomic(trust_path, str(rep, "trust"), strlen(str(rep, "trust")), 0644) == 0,
+		      "writing trust");
+	}
+	close(fd);
+	json_decref(args);
+	json_decref(rep);
+}
+
+static json_t *complete_with(struct signer_client *c, const json_t *run, const char *rid, const json_t *d,
+			     const char *cmd, const char *status, const char *how, int value)
+{
+	char digest[RECORD_HASH_STRLEN + 1];
+	json_t *args = json_pack("{s:s}", "command", cmd), *req;
+
+	if (!args || args_digest("Bash", args, digest) < 0) {
+		exit(2);
+	}
+	json_decref(args);
+	req = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s}", "method", "complete", "request_id", rid, "run_id",
+			str(run, "run_id"), "run_token", str(run, "run_token"), "decision_id", str(d, "decision_id"),
+			"args_digest", digest, "status", status);
+	if (req && how) {
+		json_object_set_new(req, how, json_integer(value));
+	}
+	return call(c, req);
+}
+
+static void close_with(struct signer_client *c, const json_t *run, const char *rid, const char *reason)
+{
+	json_t *req = json_pack("{s:s,s:s,s:s,s:s}", "method", "close_run", "request_id", rid, "run_id",
+				str(run, "run_id"), "run_token", str(run, "run_token"));
+	json_t *rep;
+
+	if (req && reason) {
+		json_object_set_new(req, "reason", json_string(reason));
+	}
+	rep = call(c, req);
+	CHECK(rep && strcmp(str(rep, "state"), "closed") == 0, "close_run (%s) failed", reason ? reason : "default");
+	json_decref(rep);
+}
+
+static void observe_one(struct signer_client *c, const json_t *run, const char *rid, const char *kind, json_t *data)
+{
+	json_t *rep =
+		call(c, json_pack("{s:s,s:s,s:s,s:s,s:s,s:o}", "method", "observe", "request_id", rid, "run_id",
+				  str(run, "run_id"), "run_token", str(run, "run_token"), "kind", kind, "data", data));
+	CHECK(rep && !signer_reply_error(rep, NULL), "observe %s failed", kind);
+	json_decref(rep);
+}
+
+/* ask (an unparseable command), then approval_request: returns its reply (approval_id), the decision in *ret_d. */
+static json_t *ask_request(struct signer_client *c, const json_t *run, const char *tag, json_t **ret_d)
+{
+	char rid[64];
+	json_t *d, *a;
+
+	snprintf(rid, sizeof(rid), "%s-d", tag);
+	d = decide(c, run, rid, "ask-call", "echo \"unterminated");
+	CHECK(d && strcmp(str(d, "decision"), "ask") == 0, "%s: not ask", tag);
+	snprintf(rid, sizeof(rid), "%s-a", tag);
+	a = call(c, json_pack("{s:s,s:s,s:s,s:s,s:s}", "method", "approval_request", "request_id", rid, "run_id",
+			      str(run, "run_id"), "run_token", str(run, "run_token"), "decision_id",
+			      str(d, "decision_id")));
+	CHECK(a && !signer_reply_error(a, NULL), "%s: approval_request failed", tag);
+	*ret_d = d;
+	return a;
+}
+
+/* A person's answer, on a connection of its own (as `tkbox-signer approvals approve|reject` sends it). */
+static void answer(const char *sock, const char *rid, const json_t *a, const char *verdict)
+{
+	struct signer_client *p = open_or_die(sock);
+	json_t *rep = call(p, json_pack("{s:s,s:s,s:s,s:s}", "method", "approval_decide", "request_id", rid,
+					"approval_id", str(a, "approval_id"), "decision", verdict));
+
+	CHECK(rep && !signer_reply_error(rep, NULL), "approval_decide %s failed", verdict);
+	json_decref(rep);
+	signer_client_free(p);
+}
+
+static int do_flows(const char *sock, const char *dir)
+{
+	static const char *const kinds[] = { "tkbox.box",	 "tkbox.egress",      "tkbox.approval",
+					     "tkbox.secret.use", "tkbox.secret.leak", "tkbox.model.call" };
+	static const char *const gap_kinds[] = { "complete", "observe", "supervisor" };
+	struct signer_client *c = open_or_die(sock);
+	char path[512], rid[64];
+	json_t *run, *d, *a, *rep;
+
+	/* allow: ran and exited 0; ran and exited 1; deny. */
+	run = register_run(c, "fl-allow");
+	d = decide(c, run, "fl-allow-d1", "call-1", "echo hi");
+	CHECK(d && strcmp(str(d, "decision"), "allow") == 0, "echo hi not allowed");
+	rep = complete_with(c, run, "fl-allow-c1", d, "echo hi", "ok", "exit_code", 0);
+	CHECK(rep && !signer_reply_error(rep, NULL), "complete exit 0 failed");
+	json_decref(rep);
+	json_decref(d);
+	d = decide(c, run, "fl-allow-d2", "call-2", "false");
+	rep = complete_with(c, run, "fl-allow-c2", d, "false", "error", "exit_code", 1);
+	CHECK(rep && !signer_reply_error(rep, NULL), "complete exit 1 failed");
+	json_decref(rep);
+	json_decref(d);
+	d = decide(c, run, "fl-allow-d3", "call-3", "pkill tkbox-signer");
+	CHECK(d && strcmp(str(d, "decision"), "deny") == 0, "pkill tkbox-signer not denied");
+	json_decref(d);
+	close_with(c, run, "fl-allow-close", "removed");
+	snprintf(path, sizeof(path), "%s/allow.tkb", dir);
+	export_to(c, str(run, "run_id"), path);
+	json_decref(run);
+
+	/* ask approved, then the command was killed by SIGKILL (a signal, not exit 137). */
+	run = register_run(c, "fl-approved");
+	a = ask_request(c, run, "fl-approved", &d);
+	answer(sock, "fl-approved-ans", a, "approve");
+	rep = complete_with(c, run, "fl-approved-c", d, "echo \"unterminated", "error", "signal", 9);
+	CHECK(rep && !signer_reply_error(rep, NULL), "complete (killed) after approval refused");
+	json_decref(rep);
+	close_with(c, run, "fl-approved-close", "exported");
+	snprintf(path, sizeof(path), "%s/approved.tkb", dir);
+	export_to(c, str(run, "run_id"), path);
+	json_decref(a);
+	json_decref(d);
+	json_decref(run);
+
+	/* ask rejected. */
+	run = register_run(c, "fl-rejected");
+	a = ask_request(c, run, "fl-rejected", &d);
+	answer(sock, "fl-rejected-ans", a, "reject");
+	close_with(c, run, "fl-rejected-close", "failure: the box did not start");
+	snprintf(path, sizeof(path), "%s/rejected.tkb", dir);
+	export_to(c, str(run, "run_id"), path);
+	json_decref(a);
+	json_decref(d);
+	json_decref(run);
+
+	/* ask expired: nobody answers within the configured approval_ttl_s. */
+	run = register_run(c, "fl-expired");
+	a = ask_request(c, run, "fl-expired", &d);
+	rep = call(c, json_pack("{s:s,s:s,s:i}", "method", "approval_wait", "approval_id", str(a, "approval_id"),
+				"timeout_ms", 60000));
+	CHECK(rep && strcmp(str(rep, "state"), "expired") == 0, "approval did not expire (state %s)",
+	      rep ? str(rep, "state") : "?");
+	json_decref(rep);
+	close_with(c, run, "fl-expired-close", "daemon shutdown");
+	snprintf(path, sizeof(path), "%s/expired.tkb", dir);
+	export_to(c, str(run, "run_id"), path);
+	json_decref(a);
+	json_decref(d);
+	json_decref(run);
+
+	/* Observations of every kind and a gap of each daemon kind. */
+	run = register_run(c, "fl-observe");
+	for (size_t i = 0; i < ARRAY_SIZE(kinds); i++) {
+		snprintf(rid, sizeof(rid), "fl-observe-%zu", i);
+		observe_one(c, run, rid, kinds[i], json_pack("{s:s,s:I}", "what", kinds[i], "n", (json_int_t)i));
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(gap_kinds); i++) {
+		snprintf(rid, sizeof(rid), "fl-gap-%zu", i);
+		observe_one(c, run, rid, "tkbox.gap",
+			    json_pack("{s:s,s:s,s:I}", "reason", "records could not be kept", "kind", gap_kinds[i],
+				      "count", (json_int_t)(i + 1)));
+	}
+	close_with(c, run, "fl-observe-close", "failure: the box's supervisor exited");
+	snprintf(path, sizeof(path), "%s/observe.tkb", dir);
+	export_to(c, str(run, "run_id"), path);
+	json_decref(run);
+
+	/* Closed without a reason (the signer's default). */
+	run = register_run(c, "fl-close-default");
+	close_with(c, run, "fl-close-default-close", NULL);
+	snprintf(path, sizeof(path), "%s/close-default.tkb", dir);
+	export_to(c, str(run, "run_id"), path);
+	json_decref(run);
+
+	/* An open run, exported up to the latest checkpoint. */
+	run = register_run(c, "fl-open");
+	d = decide(c, run, "fl-open-d", "call-1", "echo open");
+	json_decref(d);
+	rep = call(c, json_pack("{s:s}", "method", "checkpoint_nudge"));
+	json_decref(rep);
+	snprintf(path, sizeof(path), "%s/open.tkb", dir);
+	export_to(c, str(run, "run_id"), path);
+	json_decref(run);
+
+	signer_client_free(c);
+	printf("flows exported to %s\n", dir);
 	return failures ? 1 : 0;
 }
 
@@ -433,7 +650,7 @@ static int do_ask(const char *sock, const char *expect)
 	snprintf(rid, sizeof(rid), "ask-c-%d", (int)getpid());
 	done = call(c, json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:i}", "method", "complete", "request_id", rid, "run_id",
 				 str(run, "run_id"), "run_token", str(run, "run_token"), "decision_id",
-				 str(d, "decision_id"), "args_digest", digest, "status", "ok", "exit_status", 0));
+				 str(d, "decision_id"), "args_digest", digest, "status", "ok", "exit_code", 0));
 	if (strcmp(expect, "approved") == 0) {
 		CHECK(done && !signer_reply_error(done, NULL), "complete after approval refused");
 	} else {
@@ -516,6 +733,9 @@ int main(int argc, char **argv)
 	if (argc == 4 && strcmp(argv[1], "ask") == 0) {
 		return do_ask(argv[2], argv[3]);
 	}
+	if (argc == 4 && strcmp(argv[1], "flows") == 0) {
+		return do_flows(argv[2], argv[3]);
+	}
 	if (argc == 4 && strcmp(argv[1], "accept") == 0) {
 		return do_accept(argv[2], argv[3]);
 	}
@@ -531,6 +751,6 @@ int main(int argc, char **argv)
 	if (argc == 3 && strcmp(argv[1], "decide") == 0) {
 		return do_decide(argv[2]);
 	}
-	fprintf(stderr, "usage: signer-client accept|durable|check|fill|decide SOCKET ...\n");
+	fprintf(stderr, "usage: signer-client accept|flows|durable|check|fill|decide|ask|limits SOCKET ...\n");
 	return 2;
 }

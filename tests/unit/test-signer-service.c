@@ -17,7 +17,10 @@
 #include "signer/policy.h"
 #include "signer/service.h"
 #include "signer/store.h"
+#include "verify/bundle.h"
 #include "verify/record.h"
+#include "verify/schema.h"
+#include "verify/verify.h"
 
 #include "banned.h"
 
@@ -176,7 +179,7 @@ static json_t *complete(struct fixture *f, const json_t *run, const char *rid, c
 {
 	return rpc(f,
 		   "{\"method\":\"complete\",\"request_id\":\"%s\",\"run_id\":\"%s\",\"run_token\":\"%s\","
-		   "\"decision_id\":\"%s\",\"args_digest\":\"%s\",\"status\":\"ok\",\"exit_status\":0}",
+		   "\"decision_id\":\"%s\",\"args_digest\":\"%s\",\"status\":\"ok\",\"exit_code\":0}",
 		   rid, s(run, "run_id"), s(run, "run_token"), did, digest);
 }
 
@@ -518,6 +521,335 @@ static void test_max_open_runs(void **state)
 	}
 }
 
+/* ---- every flow's bundle against the event schema and the verifier ---- */
+
+struct seen {
+	char types[40][32];
+	size_t n;
+};
+
+static void seen_add(struct seen *sn, const char *type)
+{
+	for (size_t i = 0; i < sn->n; i++) {
+		if (strcmp(sn->types[i], type) == 0) {
+			return;
+		}
+	}
+	assert_true(sn->n < 40);
+	snprintf(sn->types[sn->n++], sizeof(sn->types[0]), "%s", type);
+}
+
+static bool seen_has(const struct seen *sn, const char *type)
+{
+	for (size_t i = 0; i < sn->n; i++) {
+		if (strcmp(sn->types[i], type) == 0) {
+			return true;
+		}
+	}
+	return false;
+}
+
+/*
+ * Export the run inline; every event of its run file and key file must be
+ * valid under the event schema (per type) and the bundle must verify with
+ * integrity want (a prefix) and, when want_self, "approvals: self". Returns
+ * the run's events (a JSON array) for checks of particular fields.
+ */
+static json_t *check_export(struct fixture *f, const json_t *run, const char *want, bool want_self, struct seen *sn)
+{
+	json_t *r = rpc(f, "{\"method\":\"export\",\"run_id\":\"%s\",\"inline\":true}", s(run, "run_id"));
+	struct verify_report rep = { 0 };
+	struct bundle *b = NULL;
+	struct buf raw = { 0 };
+	const char *why = NULL, *b64 = s(r, "bundle_b64"), *trust = s(r, "trust");
+	json_t *events = json_array();
+	size_t n_checked = 0;
+
+	assert_null(err_code(r));
+	assert_int_equal(buf_init(&raw, SERVICE_MAX_INLINE_EXPORT, 0), 0);
+	assert_int_equal(b64_decode(b64, strlen(b64), B64_STD, &raw), 0);
+	assert_int_equal(verify_bundle(buf_ptr(&raw), buf_len(&raw), trust, strlen(trust), NULL, &rep), 0);
+	if (strncmp(rep.integrity, want, strlen(want)) != 0 || rep.exit_code != 0) {
+		struct buf txt = { 0 };
+		assert_int_equal(buf_init(&txt, 1 << 20, 0), 0);
+		assert_int_equal(verify_report_text(&rep, &txt), 0);
+		fprintf(stderr, "%.*s", (int)buf_len(&txt), (const char *)buf_ptr(&txt));
+		buf_release(&txt);
+		fail_msg("integrity %s, expected %s", rep.integrity, want);
+	}
+	assert_non_null(rep.assurance);
+	assert_true(strncmp(rep.assurance, "dev;", 4) == 0);
+	assert_int_equal(strstr(rep.assurance, "; approvals: self") != NULL, want_self);
+	verify_report_release(&rep);
+
+	assert_int_equal(bundle_read(buf_ptr(&raw), buf_len(&raw), &b, &why), 0);
+	for (size_t i = 0; i < b->n; i++) {
+		struct bundle_line *lines = NULL;
+		size_t nl = 0;
+
+		if (strncmp(b->e[i].name, "runs/", 5) != 0 && strcmp(b->e[i].name, "keys/records.jsonl") != 0) {
+			continue;
+		}
+		assert_int_equal(bundle_lines(b->e[i].data, b->e[i].size, &lines, &nl, &why), 0);
+		for (size_t k = 0; k < nl; k++) {
+			struct record rec = { 0 };
+			char ewhy[EVENT_SCHEMA_WHY_MAX] = "";
+
+			assert_int_equal(record_parse((const char *)lines[k].p, lines[k].n, &rec), 0);
+			if (event_schema_check(rec.event, ewhy, sizeof(ewhy)) < 0 ||
+			    event_binding_check(rec.event, ewhy, sizeof(ewhy)) < 0) {
+				fail_msg("%s line %zu (%s): %s", b->e[i].name, k, rec.type, ewhy);
+			}
+			seen_add(sn, rec.type);
+			if (strncmp(b->e[i].name, "runs/", 5) == 0) {
+				assert_int_equal(json_array_append(events, rec.event), 0);
+			}
+			n_checked++;
+			record_release(&rec);
+		}
+		free(lines);
+	}
+	assert_true(n_checked >= 2);
+	bundle_free(b);
+	buf_release(&raw);
+	json_decref(r);
+	return events;
+}
+
+/* The first event of type in events (borrowed), or NULL. */
+static json_t *event_of(json_t *events, const char *type, size_t nth)
+{
+	size_t i;
+	json_t *ev;
+
+	json_array_foreach(events, i, ev) {
+		if (strcmp(s(ev, "type"), type) == 0 && nth-- == 0) {
+			return ev;
+		}
+	}
+	return NULL;
+}
+
+static void close_run_with(struct fixture *f, const json_t *run, const char *rid, const char *reason)
+{
+	json_t *r;
+
+	if (reason) {
+		r = rpc(f,
+			"{\"method\":\"close_run\",\"request_id\":\"%s\",\"run_id\":\"%s\",\"run_token\":\"%s\","
+			"\"reason\":\"%s\"}",
+			rid, s(run, "run_id"), s(run, "run_token"), reason);
+	} else {
+		r = rpc(f, "{\"method\":\"close_run\",\"request_id\":\"%s\",\"run_id\":\"%s\",\"run_token\":\"%s\"}",
+			rid, s(run, "run_id"), s(run, "run_token"));
+	}
+	assert_string_equal(s(r, "state"), "closed");
+	json_decref(r);
+}
+
+static json_t *ask_and_request(struct fixture *f, const json_t *run, const char *tag, json_t **ret_d)
+{
+	char rid[32];
+	json_t *d, *a;
+
+	snprintf(rid, sizeof(rid), "%s-d", tag);
+	d = decide(f, run, rid, "echo \\\"unterminated");
+	assert_string_equal(s(d, "decision"), "ask");
+	a = rpc(f,
+		"{\"method\":\"approval_request\",\"request_id\":\"%s-a\",\"run_id\":\"%s\",\"run_token\":\"%s\","
+		"\"decision_id\":\"%s\"}",
+		tag, s(run, "run_id"), s(run, "run_token"), s(d, "decision_id"));
+	assert_null(err_code(a));
+	*ret_d = d;
+	return a;
+}
+
+static void test_flow_bundles(void **state)
+{
+	struct fixture *f = *state;
+	char dg[RECORD_HASH_STRLEN + 1];
+	struct seen sn = { 0 };
+	json_t *run, *d, *a, *r, *events, *ev, *v;
+
+	digest_of("echo \"unterminated", dg);
+
+	/* allow (completed, exit 0), deny; closed with the daemon's default reason. */
+	run = reg(f, "flow-allow");
+	d = decide(f, run, "fa-d1", "echo hi");
+	assert_string_equal(s(d, "decision"), "allow");
+	{
+		char dh[RECORD_HASH_STRLEN + 1];
+		digest_of("echo hi", dh);
+		r = complete(f, run, "fa-c1", s(d, "decision_id"), dh);
+		assert_null(err_code(r));
+		json_decref(r);
+	}
+	json_decref(d);
+	d = decide(f, run, "fa-d2", "pkill tkbox-signer");
+	assert_string_equal(s(d, "decision"), "deny");
+	json_decref(d);
+	close_run_with(f, run, "fa-close", NULL);
+	events = check_export(f, run, "VERIFIED", false, &sn);
+	ev = event_of(events, "tool.result", 0);
+	assert_non_null(ev);
+	v = json_object_get(json_object_get(json_object_get(ev, "data"), "output"), "value");
+	assert_int_equal(json_integer_value(json_object_get(v, "exit_code")), 0);
+	assert_null(json_object_get(v, "signal"));
+	json_decref(events);
+	json_decref(run);
+
+	/* ask approved, then the command was killed by SIGKILL: a signal, not exit 137. */
+	run = reg(f, "flow-approved");
+	a = ask_and_request(f, run, "fap", &d);
+	r = rpc(f,
+		"{\"method\":\"approval_decide\",\"request_id\":\"fap-ad\",\"approval_id\":\"%s\",\"decision\":"
+		"\"approve\",\"reason\":\"looked at it\"}",
+		s(a, "approval_id"));
+	assert_string_equal(s(r, "state"), "approved");
+	json_decref(r);
+	/* Both an exit code and a signal: refused. */
+	r = rpc(f,
+		"{\"method\":\"complete\",\"request_id\":\"fap-c0\",\"run_id\":\"%s\",\"run_token\":\"%s\","
+		"\"decision_id\":\"%s\",\"args_digest\":\"%s\",\"status\":\"error\",\"exit_code\":137,\"signal\":9}",
+		s(run, "run_id"), s(run, "run_token"), s(d, "decision_id"), dg);
+	assert_string_equal(err_code(r), "invalid_request");
+	json_decref(r);
+	r = rpc(f,
+		"{\"method\":\"complete\",\"request_id\":\"fap-c1\",\"run_id\":\"%s\",\"run_token\":\"%s\","
+		"\"decision_id\":\"%s\",\"args_digest\":\"%s\",\"status\":\"error\",\"signal\":9}",
+		s(run, "run_id"), s(run, "run_token"), s(d, "decision_id"), dg);
+	assert_null(err_code(r));
+	json_decref(r);
+	close_run_with(f, run, "fap-close", "removed");
+	events = check_export(f, run, "VERIFIED", true, &sn);
+	ev = event_of(events, "tool.result", 0);
+	v = json_object_get(json_object_get(json_object_get(ev, "data"), "output"), "value");
+	assert_int_equal(json_integer_value(json_object_get(v, "signal")), 9);
+	assert_string_equal(s(v, "signal_name"), "SIGKILL");
+	assert_null(json_object_get(v, "exit_code"));
+	ev = event_of(events, "approval.request", 0);
+	assert_non_null(ev);
+	assert_string_equal(s(json_object_get(ev, "data"), "decision_id"), s(d, "decision_id"));
+	assert_string_equal(s(json_object_get(json_object_get(ev, "data"), "binding"), "run_id"), s(run, "run_id"));
+	ev = event_of(events, "approval", 0);
+	assert_true(json_is_true(json_object_get(json_object_get(ev, "data"), "self_approved")));
+	assert_string_equal(s(json_object_get(ev, "data"), "approval_id"), s(a, "approval_id"));
+	json_decref(events);
+	json_decref(a);
+	json_decref(d);
+	json_decref(run);
+
+	/* ask rejected: nothing may complete. */
+	run = reg(f, "flow-rejected");
+	a = ask_and_request(f, run, "frj", &d);
+	r = rpc(f,
+		"{\"method\":\"approval_decide\",\"request_id\":\"frj-ad\",\"approval_id\":\"%s\",\"decision\":"
+		"\"reject\"}",
+		s(a, "approval_id"));
+	assert_string_equal(s(r, "state"), "rejected");
+	json_decref(r);
+	close_run_with(f, run, "frj-close", "failure: the box did not start");
+	events = check_export(f, run, "VERIFIED", true, &sn);
+	json_decref(events);
+	json_decref(a);
+	json_decref(d);
+	json_decref(run);
+
+	/* ask expired: a 1 s approval time-to-live, then polled until the signer records the timeout. */
+	f->cfg.approval_ttl_s = 1;
+	run = reg(f, "flow-expired");
+	a = ask_and_request(f, run, "fex", &d);
+	for (int i = 0; i < 100; i++) {
+		r = rpc(f, "{\"method\":\"approval_wait\",\"approval_id\":\"%s\",\"timeout_ms\":0}",
+			s(a, "approval_id"));
+		if (strcmp(s(r, "state"), "expired") == 0) {
+			json_decref(r);
+			break;
+		}
+		json_decref(r);
+		(void)usleep(100 * 1000);
+	}
+	f->cfg.approval_ttl_s = SIGNER_DEFAULT_APPROVAL_TTL_S;
+	close_run_with(f, run, "fex-close", "daemon shutdown");
+	events = check_export(f, run, "VERIFIED", false, &sn);
+	ev = event_of(events, "approval", 0);
+	assert_non_null(ev);
+	assert_string_equal(s(json_object_get(ev, "data"), "decision"), "timeout");
+	json_decref(events);
+	json_decref(a);
+	json_decref(d);
+	json_decref(run);
+
+	/* Observations of every kind, gaps of each daemon kind; closed "exported"; then another with a long reason. */
+	run = reg(f, "flow-observe");
+	{
+		static const char *const kinds[] = { "tkbox.box",	 "tkbox.egress",      "tkbox.approval",
+						     "tkbox.secret.use", "tkbox.secret.leak", "tkbox.model.call" };
+		static const char *const gaps[] = { "complete", "observe", "supervisor" };
+
+		for (size_t i = 0; i < ARRAY_SIZE(kinds); i++) {
+			r = rpc(f,
+				"{\"method\":\"observe\",\"request_id\":\"fo-%zu\",\"run_id\":\"%s\",\"run_token\":\"%"
+				"s\","
+				"\"kind\":\"%s\",\"data\":{\"n\":%zu,\"what\":\"x\"}}",
+				i, s(run, "run_id"), s(run, "run_token"), kinds[i], i);
+			assert_null(err_code(r));
+			json_decref(r);
+		}
+		for (size_t i = 0; i < ARRAY_SIZE(gaps); i++) {
+			r = rpc(f,
+				"{\"method\":\"observe\",\"request_id\":\"fg-%zu\",\"run_id\":\"%s\",\"run_token\":\"%"
+				"s\","
+				"\"kind\":\"tkbox.gap\",\"data\":{\"kind\":\"%s\",\"reason\":\"lost\",\"count\":%zu}}",
+				i, s(run, "run_id"), s(run, "run_token"), gaps[i], i + 1);
+			assert_null(err_code(r));
+			json_decref(r);
+		}
+		/* A gap with a key outside its closed set is refused, not silently trimmed. */
+		r = rpc(f,
+			"{\"method\":\"observe\",\"request_id\":\"fg-x\",\"run_id\":\"%s\",\"run_token\":\"%s\","
+			"\"kind\":\"tkbox.gap\",\"data\":{\"reason\":\"x\",\"secret\":\"y\"}}",
+			s(run, "run_id"), s(run, "run_token"));
+		assert_string_equal(err_code(r), "invalid_request");
+		json_decref(r);
+	}
+	close_run_with(f, run, "fo-close", "exported");
+	events = check_export(f, run, "VERIFIED", false, &sn);
+	ev = event_of(events, "capture.gap", 0);
+	assert_string_equal(s(json_object_get(ev, "data"), "kind"), "signer_unavailable");
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(ev, "data"), "missed_events")), 1);
+	ev = event_of(events, "capture.gap", 2);
+	assert_null(json_object_get(json_object_get(ev, "data"), "kind"));
+	json_decref(events);
+	json_decref(run);
+
+	run = reg(f, "flow-close-failure");
+	close_run_with(f, run, "fcf-close", "failure: the box's supervisor exited");
+	events = check_export(f, run, "VERIFIED", false, &sn);
+	json_decref(events);
+	json_decref(run);
+
+	/* An open run: verified to its head. */
+	run = reg(f, "flow-open");
+	d = decide(f, run, "fop-d", "echo open");
+	json_decref(d);
+	r = rpc(f, "{\"method\":\"checkpoint_nudge\"}");
+	json_decref(r);
+	events = check_export(f, run, "VERIFIED TO HEAD", false, &sn);
+	json_decref(events);
+	json_decref(run);
+
+	/* Every record type the signer writes was among the checked events. */
+	for (const char *const *t = (const char *const[]){ "signer.epoch", "run.registered", "policy.decision",
+							   "tool.result", "approval.request", "approval", "review",
+							   "capture.gap", "run.end", "run.closing", "run.final", NULL };
+	     *t; t++) {
+		if (!seen_has(&sn, *t)) {
+			fail_msg("no %s record in any flow's bundle", *t);
+		}
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -530,6 +862,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_close_and_export, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_limits, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_max_open_runs, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_flow_bundles, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

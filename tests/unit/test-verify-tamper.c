@@ -222,7 +222,7 @@ static char *forge_after_last(struct tb *t, const uint8_t priv[32], const uint8_
 	json_object_set_new(ev, "prev_hash", json_string(hs));
 	json_object_set_new(ev, "run_prev_hash", json_string(hs));
 	json_object_set_new(ev, "type", json_string(type));
-	json_object_set_new(ev, "data", json_pack("{s:s}", "reviewer", "forged"));
+	json_object_set_new(ev, "data", json_pack("{s:s,s:{}}", "reviewer", "forged", "verdict"));
 	line = tb_sign(ev, priv, pub);
 	assert_non_null(line);
 	json_decref(ev);
@@ -755,26 +755,356 @@ static void test_truncate_and_flip(void **state)
 	done(t);
 }
 
+/* ---- the data of each event type (verify/schema.c) ---- */
+
+static const uint8_t data_seed[32] = { 9, 9, 9 };
+
+/*
+ * Valid events of every type tkbox-signer writes and of types it does not
+ * (Tracekit's, which tkbox verify must accept all the same), with the
+ * optional fields the schema allows. @PH@ is the generator's policy hash.
+ */
+static const char accept_events[] =
+	"["
+	"{\"type\":\"approval.request\",\"top\":{\"request_id\":\"r-1\",\"tool_call_id\":\"c\"},\"data\":{"
+	"\"approval_id\":\"a1\",\"policy_hash\":\"@PH@\",\"rule_ids\":[\"TK-SHELL-PARSE\"],"
+	"\"expires_at\":\"2026-11-29T08:10:00.000000Z\",\"requester\":\"@LONG@\",\"decision_id\":\"d\","
+	"\"salt_id\":\"s1\",\"executor\":\"t1\",\"binding_digest\":\"\",\"binding\":{\"v\":1,\"approval_id\":\"a1\","
+	"\"tenant\":\"acme\",\"run_id\":\"run-1\",\"tool_call_id\":\"c\",\"attempt\":0,\"tool\":\"Bash\","
+	"\"args_commitment\":\"hmac-sha256:0000000000000000000000000000000000000000000000000000000000000000\","
+	"\"args_source\":\"raw\",\"policy_hash\":\"@PH@\",\"nonce\":\"0123456789abcdef0123456789abcdef\","
+	"\"expires_at\":\"2026-11-29T08:10:00.000000Z\"}}},"
+	"{\"type\":\"approval\",\"data\":{\"tool_use_id\":\"c\",\"approval_id\":\"a1\",\"decision\":\"approve\","
+	"\"approver\":\"uid:1001\",\"channel\":\"rpc\",\"approver_uid\":1001,\"wait_ms\":null,\"same_user\":false,"
+	"\"self_approved\":false,\"reason\":\"ok\",\"break_glass\":false,"
+	"\"approver_identity\":{\"scheme\":\"uid\",\"subject\":\"1001\",\"attested\":true}}},"
+	"{\"type\":\"approval.consumed\",\"data\":{\"approval_id\":\"a1\"}},"
+	"{\"type\":\"tool.result\",\"source\":\"hook\",\"top\":{\"tool_call_id\":\"c\",\"attempt\":0},\"data\":{"
+	"\"tool_use_id\":\"c\",\"ok\":false,\"decision_id\":\"d\",\"duration_ms\":null,"
+	"\"output\":{\"value\":{\"status\":\"error\",\"signal\":9,\"signal_name\":\"SIGKILL\"},\"redacted\":false},"
+	"\"redaction\":{\"rules\":[],\"count\":0,\"client_claimed\":true,\"client\":{\"rules\":[\"x\"],\"count\":1},"
+	"\"client_redaction_incomplete\":true}}},"
+	"{\"type\":\"tool.result\",\"source\":\"sdk\",\"data\":{\"tool_use_id\":\"c2\",\"ok\":true,"
+	"\"output\":{\"hash\":\"hmac-sha256:1111111111111111111111111111111111111111111111111111111111111111\","
+	"\"size\":3,\"redacted\":false}}},"
+	"{\"type\":\"approval.refused\",\"data\":{\"tool_use_id\":\"c\",\"approval_id\":\"a1\",\"rule_ids\":[\"TK-"
+	"APPROVAL-REQUIRED\"],\"reason\":\"no\"}},"
+	"{\"type\":\"approval.binding_mismatch\",\"data\":{\"approval_id\":\"a1\",\"tool_use_id\":\"c\",\"salt_id\":"
+	"\"s2\",\"decision_id\":\"d\",\"approved_commitment\":\"hmac-sha256:"
+	"2222222222222222222222222222222222222222222222222222222222222222\",\"args_commitment\":\"hmac-sha256:"
+	"3333333333333333333333333333333333333333333333333333333333333333\"}},"
+	"{\"type\":\"approval.abandoned\",\"data\":{\"approval_id\":\"a2\",\"reason\":\"gone\"}},"
+	"{\"type\":\"approval.expired\",\"data\":{\"approval_id\":\"a3\"}},"
+	"{\"type\":\"state.write\",\"source\":\"sdk\",\"data\":{\"store\":\"default\",\"key\":\"k\",\"prev_digest\":"
+	"null,"
+	"\"digest\":\"hmac-sha256:4444444444444444444444444444444444444444444444444444444444444444\"}},"
+	"{\"type\":\"model.exchange\",\"source\":\"proxy\",\"data\":{\"exchange_id\":\"x\",\"phase\":\"response\","
+	"\"streamed\":true,\"model\":null,\"status\":200,\"added_latency_ms\":1.5,\"attribution\":\"none\","
+	"\"usage\":{\"input_tokens\":1,\"output_tokens\":2,\"reasoning_tokens\":null},"
+	"\"tool_uses\":[{\"id\":\"u\",\"name\":\"Bash\",\"args_unparseable\":true,\"executed_by\":\"client\"}],"
+	"\"response\":{\"value\":[1,2],\"redacted\":false}}},"
+	"{\"type\":\"capture.gap\",\"data\":{\"reason\":\"ran\",\"kind\":\"signer_unavailable\",\"missed_events\":3,"
+	"\"from_ts\":null,\"tool_use_id\":null}},"
+	"{\"type\":\"review\",\"source\":\"sdk\",\"data\":{\"reviewer\":\"tkbox.egress\",\"verdict\":{\"host\":\"e\"},"
+	"\"open\":1}},"
+	"{\"type\":\"error\",\"source\":\"sdk\",\"data\":{\"message\":\"m\",\"more\":[]}},"
+	"{\"type\":\"tool.call\",\"source\":\"hook\",\"top\":{\"tier\":\"T1\",\"capture_layer\":\"L2\",\"stream\":"
+	"\"s\","
+	"\"client_seq\":4,\"step\":2,\"ts_signed\":\"2026-11-29T08:00:00.000001Z\",\"principal\":\"p\","
+	"\"transcript\":{\"path\":\"/t\",\"length\":3,\"hash\":\"hmac-sha256:"
+	"5555555555555555555555555555555555555555555555555555555555555555\",\"prefix_hash\":null}},"
+	"\"data\":{\"tool_use_id\":\"c\",\"name\":\"Bash\",\"input\":{\"command\":{\"value\":\"ls\",\"redacted\":false}"
+	"}}},"
+	"{\"type\":\"user.prompt\",\"source\":\"hook\",\"data\":{\"content\":{\"value\":\"hi\",\"redacted\":true}}},"
+	"{\"type\":\"model.message\",\"source\":\"transcript\",\"data\":{\"kind\":\"thinking\",\"message_id\":null,"
+	"\"content\":{\"value\":\"t\",\"redacted\":false}}},"
+	"{\"type\":\"trace.tamper\",\"data\":{\"path\":\"/t\",\"before\":{\"length\":3},\"after\":{\"hash\":null},"
+	"\"kind\":\"truncated\"}},"
+	"{\"type\":\"reconcile.args_mismatch\",\"data\":{\"layers\":[\"L1\",\"L3\"],\"detail\":\"d\"}},"
+	"{\"type\":\"refusal.summary\",\"data\":{\"code\":\"forbidden\",\"count\":2,\"from_ts\":"
+	"\"2026-11-29T08:00:00.000000Z\",\"to_ts\":\"2026-11-29T08:00:01.000000Z\",\"identity\":\"uid:1\"}},"
+	"{\"type\":\"checkpoint\",\"data\":{\"head_seq\":1,\"head_hash\":"
+	"\"6666666666666666666666666666666666666666666666666666666666666666\",\"kid\":\"k\",\"witnesses\":[]}},"
+	"{\"type\":\"run.start\",\"source\":\"sdk\",\"data\":{\"agent\":{\"name\":\"a\",\"extra\":1},\"host\":\"h\","
+	"\"os_user\":\"u\",\"fail_mode\":\"closed\",\"policy\":{\"version\":\"2\",\"hash\":\"@PH@\"},"
+	"\"capture_sources\":[\"hook\",\"sdk\"],\"sandbox\":\"unknown\",\"content_capture\":\"hashed\","
+	"\"signer_isolation\":\"same-user\",\"cwd\":null}},"
+	"{\"type\":\"run.end\",\"data\":{\"reason\":\"exported\"}},"
+	"{\"type\":\"policy.decision\",\"source\":\"hook\",\"data\":{\"tool_use_id\":\"c9\",\"decision\":\"flag\","
+	"\"rule_ids\":[],\"reasons\":[\"r\"],\"policy_hash\":\"@PH@\",\"tool\":\"Bash\",\"decision_id\":\"d9\","
+	"\"engine\":\"tkbox-policy@0.1.0\",\"nonce\":\"0123456789abcdef0123456789abcdef\","
+	"\"expires_at\":\"2026-11-29T08:05:00.000000Z\",\"nondeterministic\":false,\"args_commitment\":"
+	"\"hmac-sha256:7777777777777777777777777777777777777777777777777777777777777777\"}}"
+	"]";
+
+static char *replace_all(const char *in, const char *what, const char *with)
+{
+	struct buf b = { 0 };
+	const char *p = in, *q;
+	char *out = NULL;
+
+	assert_int_equal(buf_init(&b, 1 << 20, 0), 0);
+	while ((q = strstr(p, what))) {
+		assert_int_equal(buf_put(&b, p, (size_t)(q - p)), 0);
+		assert_int_equal(buf_putf(&b, "%s", with), 0);
+		p = q + strlen(what);
+	}
+	assert_int_equal(buf_putf(&b, "%s", p), 0);
+	assert_int_equal(buf_dup_cstring(&b, &out), 0);
+	buf_release(&b);
+	return out;
+}
+
+/* The approval.request's binding_digest: sha256(JCS(binding)). */
+static void fix_binding(json_t *evs)
+{
+	size_t i;
+	json_t *e;
+
+	json_array_foreach(evs, i, e) {
+		json_t *data = json_object_get(e, "data"), *b = json_object_get(data, "binding");
+		char *jcs = NULL, hs[RECORD_HASH_STRLEN + 1];
+		uint8_t h[SHA256_LEN];
+
+		if (!b) {
+			continue;
+		}
+		assert_int_equal(json_jcs_string(b, 1 << 20, &jcs), 0);
+		assert_int_equal(sha256(jcs, strlen(jcs), h), 0);
+		record_hash_format(h, hs);
+		json_object_set_new(data, "binding_digest", json_string(hs));
+		free(jcs);
+	}
+}
+
+static json_t *accept_set(void)
+{
+	struct tb plain = { 0 };
+	char ph[80] = "", long_req[2 * 256 + 1] = "", *text, *text2;
+	json_t *evs;
+
+	/* The policy hash every decision of the generator cites: its snapshot's name. */
+	assert_int_equal(tb_build_seeded(&plain, 1, true, data_seed), 0);
+	for (size_t i = 0; i < plain.n_m; i++) {
+		if (strncmp(plain.m[i].name, "policies/", 9) == 0) {
+			snprintf(ph, sizeof(ph), "sha256:%.64s", plain.m[i].name + 9);
+		}
+	}
+	tb_release(&plain);
+	assert_int_equal(strlen(ph), 71);
+	/* 256 code points in 512 bytes: within the schema's maxLength 256, which counts code points. */
+	for (size_t i = 0; i < 256; i++) {
+		memcpy(long_req + 2 * i, "\xc3\xa9", 2);
+	}
+	text = replace_all(accept_events, "@PH@", ph);
+	text2 = replace_all(text, "@LONG@", long_req);
+	evs = json_loads(text2, JSON_REJECT_DUPLICATES, NULL);
+	assert_non_null(evs);
+	free(text);
+	free(text2);
+	fix_binding(evs);
+	return evs;
+}
+
+/* Set (v non-NULL, stolen) or delete the field at a dotted path in the first event spec of type. */
+static void set_path(json_t *evs, const char *type, const char *path, json_t *v)
+{
+	char buf[128], *dot, *key;
+	json_t *o = NULL, *e;
+	size_t i;
+
+	json_array_foreach(evs, i, e) {
+		if (strcmp(json_string_value(json_object_get(e, "type")), type) == 0) {
+			o = e;
+			break;
+		}
+	}
+	assert_non_null(o);
+	snprintf(buf, sizeof(buf), "%s", path);
+	key = buf;
+	while ((dot = strchr(key, '.'))) {
+		*dot = '\0';
+		if (!json_object_get(o, key)) {
+			json_object_set_new(o, key, json_object());
+		}
+		o = json_object_get(o, key);
+		key = dot + 1;
+	}
+	if (v) {
+		json_object_set_new(o, key, v);
+	} else {
+		assert_int_equal(json_object_del(o, key), 0);
+	}
+}
+
+static json_t *str_repeat(char c, size_t n)
+{
+	char *p = malloc(n + 1);
+	json_t *j;
+
+	assert_non_null(p);
+	memset(p, c, n);
+	p[n] = '\0';
+	j = json_string(p);
+	free(p);
+	return j;
+}
+
+static json_t *many_ids(size_t n)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; i < n; i++) {
+		json_array_append_new(a, json_string("TK-X"));
+	}
+	return a;
+}
+
+static void test_data_rules(void **state)
+{
+	struct {
+		const char *type, *path;
+		json_t *v; /* NULL: delete */
+		bool keep_digest; /* the mutation is of the digest itself: do not recompute it */
+		const char *want; /* in the signatures line */
+	} cases[] = {
+		{ "approval.request", "data.binding_digest", NULL, true, "missing required 'binding_digest'" },
+		{ "approval.request", "data.decision_id", NULL, false, "missing required 'decision_id'" },
+		{ "approval.request", "data.binding.nonce", NULL, false, "missing required 'nonce'" },
+		{ "approval.request", "data.binding.extra", json_true(), false, "unexpected field 'extra'" },
+		{ "approval.request", "data.binding.attempt", json_string("0"), false, "binding.attempt: wrong type" },
+		{ "approval.request", "data.binding.attempt", json_integer(-1), false,
+		  "binding.attempt: out of range" },
+		{ "approval.request", "data.binding.nonce", json_string("0123456789ABCDEF0123456789ABCDEF"), false,
+		  "binding.nonce: does not match" },
+		{ "approval.request", "data.binding.v", json_integer(2), false, "binding.v: must be 1" },
+		{ "approval.request", "data.binding.args_source", json_string("guessed"), false,
+		  "not one of the allowed values" },
+		{ "approval.request", "data.binding.tenant", json_string("other"), false,
+		  "binding.tenant: not this record's tenant" },
+		{ "approval.request", "data.binding_digest",
+		  json_string("sha256:0000000000000000000000000000000000000000000000000000000000000000"), true,
+		  "binding_digest: not sha256(JCS(binding))" },
+		{ "approval.request", "data.rule_ids", many_ids(33), false, "more than 32 items" },
+		{ "approval.request", "data.rule_ids", json_pack("[o]", str_repeat('R', 65)), false,
+		  "rule_ids[0]: longer than 64" },
+		{ "approval.request", "data.requester", str_repeat('u', 257), false, "requester: longer than 256" },
+		{ "approval.request", "data.expires_at", json_string("2026-11-29T08:10:00Z"), false,
+		  "expires_at: does not match" },
+		{ "approval", "data.decision", json_string("maybe"), false, "decision: not one of" },
+		{ "approval", "data.self_approved", json_string("yes"), false, "self_approved: wrong type" },
+		{ "approval", "data.channel", NULL, false, "missing required 'channel'" },
+		{ "approval", "data.approver_identity.extra", json_true(), false, "unexpected field 'extra'" },
+		{ "tool.result", "data.output.hash",
+		  json_string("hmac-sha256:1111111111111111111111111111111111111111111111111111111111111111"), false,
+		  "output: must match exactly one alternative (matched 0)" },
+		{ "tool.result", "data.exit_status", json_integer(137), false, "unexpected field 'exit_status'" },
+		{ "tool.result", "data.redaction.client_redaction_incomplete", json_false(), false, "must be true" },
+		{ "capture.gap", "data.kind", json_string("made_up"), false, "kind: not one of" },
+		{ "capture.gap", "data.reason", str_repeat('r', 4097), false, "reason: longer than 4096" },
+		{ "review", "data.verdict", NULL, false, "missing required 'verdict'" },
+		{ "model.exchange", "data.usage.output_tokens", NULL, false, "missing required 'output_tokens'" },
+		{ "model.exchange", "data.tool_uses", json_pack("[{s:s}]", "id", "u"), false,
+		  "missing required 'name'" },
+		{ "state.write", "data.prev_digest", json_string("sha256:x"), false, "must match exactly one" },
+		{ "policy.decision", "data.engine", str_repeat('e', 65), false, "engine: longer than 64" },
+		{ "policy.decision", "data.decision", json_string("ask-later"), false, "decision: not one of" },
+		{ "run.start", "data.sandbox", NULL, false, "missing required 'sandbox'" },
+		{ "reconcile.args_mismatch", "data.layers", json_pack("[s]", "L7"), false, "layers[0]: not one of" },
+		{ "refusal.summary", "data.count", json_integer(0), false, "count: out of range" },
+		{ "approval.expired", "data.approval_id", json_string("a b"), false,
+		  "does not match ^[A-Za-z0-9._:-]+$" },
+		/* The top level at the schema's commit: no "gateway" or "import" source, no span_id. */
+		{ "run.end", "source", json_string("gateway"), false, "event.source: not one of" },
+		{ "run.end", "source", json_string("import"), false, "event.source: not one of" },
+		{ "run.end", "top.span_id", json_string("0123"), false, "unexpected field 'span_id'" },
+		{ "approval.request", "top.request_id", json_string("r 1"), false, "request_id: does not match" },
+	};
+	struct buf zip = { 0 };
+	struct verify_report rep;
+	json_t *evs;
+	struct tb t;
+
+	(void)state;
+	/* Every type the schema has, with optional fields, verifies: tkbox verify accepts what the schema allows. */
+	evs = accept_set();
+	assert_int_equal(tb_build_events(&t, evs, true, data_seed), 0);
+	assert_int_equal(buf_init(&zip, (size_t)64 << 20, 0), 0);
+	assert_int_equal(tb_zip(&t, &zip), 0);
+	rep = run_verify(&t, &zip, false);
+	if (rep.exit_code != 0) {
+		dump(&rep);
+	}
+	assert_int_equal(rep.exit_code, 0);
+	assert_string_equal(rep.integrity, "VERIFIED");
+	assert_null(strstr(rep.assurance, "approvals: self"));
+	verify_report_release(&rep);
+	buf_release(&zip);
+	tb_release(&t);
+
+	/* A self-approval, as Tracekit's verifier reads it, caps assurance at dev and says so. */
+	set_path(evs, "approval", "data.self_approved", json_true());
+	assert_int_equal(tb_build_events(&t, evs, true, data_seed), 0);
+	assert_int_equal(buf_init(&zip, (size_t)64 << 20, 0), 0);
+	assert_int_equal(tb_zip(&t, &zip), 0);
+	rep = run_verify(&t, &zip, false);
+	assert_int_equal(rep.exit_code, 0);
+	assert_true(strncmp(rep.assurance, "dev;", 4) == 0);
+	assert_non_null(strstr(rep.assurance, "; approvals: self"));
+	verify_report_release(&rep);
+	buf_release(&zip);
+	tb_release(&t);
+	json_decref(evs);
+
+	/*
+	 * Each case breaks one data rule in an otherwise valid bundle: the record
+	 * is signed by the real key, chained, in the checkpointed tree. Only the
+	 * per-type rule can catch it.
+	 */
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		const char *detail = NULL;
+
+		evs = accept_set();
+		set_path(evs, cases[i].type, cases[i].path, cases[i].v);
+		if (!cases[i].keep_digest) {
+			fix_binding(evs);
+		}
+		assert_int_equal(tb_build_events(&t, evs, true, data_seed), 0);
+		assert_int_equal(buf_init(&zip, (size_t)64 << 20, 0), 0);
+		assert_int_equal(tb_zip(&t, &zip), 0);
+		rep = run_verify(&t, &zip, false);
+		for (size_t k = 0; k < rep.n_checks; k++) {
+			if (rep.checks[k].status == CHECK_FAIL) {
+				detail = rep.checks[k].detail;
+				assert_string_equal(rep.checks[k].name, "signatures");
+				break;
+			}
+		}
+		if (rep.exit_code != 1 || !detail || !strstr(detail, cases[i].want)) {
+			dump(&rep);
+			fail_msg("case %zu (%s %s): want FAILED with \"%s\"", i, cases[i].type, cases[i].path,
+				 cases[i].want);
+		}
+		assert_string_equal(rep.integrity, "FAILED");
+		verify_report_release(&rep);
+		buf_release(&zip);
+		tb_release(&t);
+		json_decref(evs);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_valid_closed),
-		cmocka_unit_test(test_valid_open),
-		cmocka_unit_test(test_edit),
-		cmocka_unit_test(test_delete),
-		cmocka_unit_test(test_swap),
-		cmocka_unit_test(test_append_forged),
-		cmocka_unit_test(test_edit_rechain),
-		cmocka_unit_test(test_truncate_tail),
-		cmocka_unit_test(test_replace_keys),
-		cmocka_unit_test(test_policy),
-		cmocka_unit_test(test_witnesses),
-		cmocka_unit_test(test_policy_cap),
-		cmocka_unit_test(test_key_cap),
-		cmocka_unit_test(test_manifest),
-		cmocka_unit_test(test_structure),
-		cmocka_unit_test(test_checkpoint),
-		cmocka_unit_test(test_truncate_and_flip),
+		cmocka_unit_test(test_valid_closed),  cmocka_unit_test(test_valid_open),
+		cmocka_unit_test(test_edit),	      cmocka_unit_test(test_delete),
+		cmocka_unit_test(test_swap),	      cmocka_unit_test(test_append_forged),
+		cmocka_unit_test(test_data_rules),    cmocka_unit_test(test_edit_rechain),
+		cmocka_unit_test(test_truncate_tail), cmocka_unit_test(test_replace_keys),
+		cmocka_unit_test(test_policy),	      cmocka_unit_test(test_witnesses),
+		cmocka_unit_test(test_policy_cap),    cmocka_unit_test(test_key_cap),
+		cmocka_unit_test(test_manifest),      cmocka_unit_test(test_structure),
+		cmocka_unit_test(test_checkpoint),    cmocka_unit_test(test_truncate_and_flip),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

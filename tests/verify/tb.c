@@ -300,6 +300,19 @@ int tb_build_seeded(struct tb *t, size_t n_calls, bool closed, const uint8_t see
 	return tb_build_ex(t, n_calls, closed, seed, 0);
 }
 
+/* Events tb_build_events puts in the run after the decisions: [{type, data, source?, top?}]. */
+static const json_t *inject;
+
+int tb_build_events(struct tb *t, const json_t *events, bool closed, const uint8_t seed[32])
+{
+	int r;
+
+	inject = events;
+	r = tb_build_ex(t, 1, closed, seed, 0);
+	inject = NULL;
+	return r;
+}
+
 int tb_build_ex(struct tb *t, size_t n_calls, bool closed, const uint8_t seed[32], size_t extra_epochs)
 {
 	static const char policy[] =
@@ -317,8 +330,10 @@ int tb_build_ex(struct tb *t, size_t n_calls, bool closed, const uint8_t seed[32
 	int64_t run_seq = 0;
 	int r;
 
+	size_t n_inj = inject ? json_array_size(inject) : 0, k_inj;
+
 	*t = (struct tb){ 0 };
-	if (n_calls + 4 > TB_MAX_RECORDS) {
+	if (n_calls + n_inj + 4 > TB_MAX_RECORDS) {
 		return -E2BIG;
 	}
 	r = derive(seed, "log", t->log_priv);
@@ -394,23 +409,37 @@ int tb_build_ex(struct tb *t, size_t n_calls, bool closed, const uint8_t seed[32
 			data = json_pack("{s:[{s:s,s:s,s:s}]}", "keys", "kid", kid, "alg", "ed25519", "spki", spki);
 		} else if (li == 1) {
 			type = "run.registered";
-			data = json_pack("{s:{s:s},s:{s:s,s:s,s:b},s:s,s:s}", "agent", "name", "test", "identity",
+			data = json_pack("{s:{s:s},s:{s:s,s:s,s:b},s:s,s:{s:s}}", "agent", "name", "test", "identity",
 					 "scheme", "uid", "subject", "1000", "attested", 1, "signer_isolation",
-					 "same-user", "fail_modes", "closed");
+					 "same-user", "fail_modes", "default", "closed");
 		} else if (li == 2) {
 			type = "run.registered";
 			run_id = "run-2";
 			ours = false;
-			data = json_pack("{s:{s:s}}", "agent", "name", "other");
+			data = json_pack("{s:{s:s},s:{s:s,s:s,s:b}}", "agent", "name", "other", "identity", "scheme",
+					 "uid", "subject", "1001", "attested", 1);
 		} else if ((call = li - 3) < n_calls) {
 			type = "policy.decision";
-			data = json_pack("{s:s,s:[],s:s,s:s,s:s}", "decision", call == 0 ? "deny" : "allow", "rule_ids",
-					 "policy_hash", policy_hash, "tool", "Bash", "decision_id", "d");
+			data = json_pack("{s:s,s:s,s:[],s:s,s:s,s:s}", "tool_use_id", "c", "decision",
+					 call == 0 ? "deny" : "allow", "rule_ids", "policy_hash", policy_hash, "tool",
+					 "Bash", "decision_id", "d");
 			extra = json_pack("{s:s,s:s,s:s}", "tier", "T2", "args_source", "raw", "tool_call_id", "c");
-		} else if (closed && li == 3 + n_calls) {
+		} else if ((k_inj = li - 3 - n_calls) < n_inj) {
+			const json_t *e = json_array_get(inject, k_inj), *top = json_object_get(e, "top");
+
+			type = json_string_value(json_object_get(e, "type"));
+			if (json_is_string(json_object_get(e, "source"))) {
+				source = json_string_value(json_object_get(e, "source"));
+			}
+			data = json_deep_copy(json_object_get(e, "data"));
+			extra = top ? json_deep_copy(top) : NULL;
+			if (!type) {
+				return -EINVAL;
+			}
+		} else if (closed && li == 3 + n_calls + n_inj) {
 			type = "run.closing";
 			data = json_pack("{s:s}", "reason", "close_run");
-		} else if (closed && li == 4 + n_calls) {
+		} else if (closed && li == 4 + n_calls + n_inj) {
 			char hh[RECORD_HASH_STRLEN + 1];
 
 			record_hash_format(run_prev, hh);

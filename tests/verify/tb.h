@@ -68,6 +68,11 @@ int tb_build(struct tb *t, size_t n_calls, bool closed);
 int tb_build_seeded(struct tb *t, size_t n_calls, bool closed, const uint8_t seed[32]);
 /* With extra_epochs more signer.epoch records (16 keys each) after the first, all in keys/records.jsonl. */
 int tb_build_ex(struct tb *t, size_t n_calls, bool closed, const uint8_t seed[32], size_t extra_epochs);
+/*
+ * One decision, then events [{type, data, source? (default "signer"), top? (more event fields)}] in the
+ * run, each signed and chained like any record, then run.closing/run.final when closed.
+ */
+int tb_build_events(struct tb *t, const json_t *events, bool closed, const uint8_t seed[32]);
 void tb_release(struct tb *t);
 /* Load an existing bundle (e.g. tkbox-signer's export) for tampering; keys stay zero. */
 int tb_load(struct tb *t, const void *zip, size_t n, const char *trust);

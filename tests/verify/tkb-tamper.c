@@ -160,7 +160,7 @@ static int append(struct tb *t, const uint8_t priv[32], const uint8_t pub[32])
 	json_object_set_new(ev, "run_prev_hash", json_string(hs));
 	json_object_set_new(ev, "type", json_string("review"));
 	json_object_set_new(ev, "source", json_string("sdk"));
-	json_object_set_new(ev, "data", json_pack("{s:s}", "reviewer", "forged"));
+	json_object_set_new(ev, "data", json_pack("{s:s,s:{}}", "reviewer", "forged", "verdict"));
 	line = tb_sign(ev, priv, pub);
 	json_decref(ev);
 	record_release(&last);
