@@ -13,7 +13,8 @@
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: tkbox daemon [--state-dir D] [--signer SOCK] [--accel auto|kvm|tcg] [--unrecorded]\n"
-		   "                    [--max-boxes N] [--max-execs N] [--guest FILE] [--kernel FILE --modules DIR]\n"
+		   "                    [--max-boxes N] [--max-execs N] [--signer-timeout 10s] [--guest FILE]\n"
+		   "                    [--kernel FILE --modules DIR]\n"
 		   "Runs in the foreground until SIGTERM or Ctrl-C, which stop every box and close every run.\n"
 		   "Exits at once when no signer answers, unless --unrecorded (which records nothing).\n");
 }
@@ -27,6 +28,7 @@ int cmd_daemon(int argc, char **argv)
 		{ "unrecorded", no_argument, NULL, 'U' },
 		{ "max-boxes", required_argument, NULL, 'b' },
 		{ "max-execs", required_argument, NULL, 'x' },
+		{ "signer-timeout", required_argument, NULL, 'T' },
 		{ "guest", required_argument, NULL, 'g' },
 		{ "kernel", required_argument, NULL, 'k' },
 		{ "modules", required_argument, NULL, 'm' },
@@ -74,6 +76,15 @@ int cmd_daemon(int argc, char **argv)
 			} else {
 				o.max_execs = (unsigned)v;
 			}
+			break;
+		case 'T':
+			if (cli_parse_duration(optarg, 1, DAEMON_MAX_SIGNER_TIMEOUT_S, &v) < 0) {
+				fprintf(stderr,
+					"tkbox daemon: --signer-timeout takes a duration of 1s..%dm (default %ds)\n",
+					DAEMON_MAX_SIGNER_TIMEOUT_S / 60, DAEMON_DEFAULT_SIGNER_TIMEOUT_S);
+				return 2;
+			}
+			o.signer_timeout_s = (unsigned)v;
 			break;
 		case 'g':
 			o.guest_bin = optarg;

@@ -251,6 +251,24 @@ static int run_stream(struct stream *s)
 	}
 }
 
+/*
+ * A signal while the daemon had not let the command start yet (it waits for
+ * the signer's decision, which has a deadline, or for a person's approval):
+ * give up at once. Closing the connection makes the daemon drop the request;
+ * a command let through at that very moment sees its client gone and is
+ * killed, as for any client that dies.
+ */
+static int interrupted(int signo)
+{
+	const char *name = sigabbrev_np(signo);
+
+	fprintf(stderr,
+		"tkbox exec: SIG%s while waiting for the signer's decision or an approval: gave up; the command was "
+		"not started\n",
+		name ? name : "?");
+	return 128 + signo;
+}
+
 static int refusal_status(const char *code)
 {
 	if (!code) {
@@ -378,17 +396,29 @@ int cmd_exec(int argc, char **argv)
 	(void)sigprocmask(SIG_BLOCK, &mask, NULL);
 	(void)signal(SIGPIPE, SIG_IGN);
 	s.sfd = signalfd(-1, &mask, SFD_CLOEXEC);
+	if (s.sfd < 0) {
+		/* Blocked signals nobody reads would make this process unkillable but by SIGKILL. */
+		fprintf(stderr, "tkbox exec: signalfd: %s\n", tk_strerror(negative_errno()));
+		(void)sigprocmask(SIG_UNBLOCK, &mask, NULL);
+		goto out;
+	}
 
 	(void)snprintf(path, sizeof(path), "/v1/boxes/%s/exec", box);
 	r = apiclient_connect(state_dir, &c);
 	if (r < 0) {
 		goto out;
 	}
+	/* While the daemon waits for the signer (or a person), a signal ends this wait: see interrupted(). */
+	c->intr_fd = s.sfd;
 	r = apiclient_send(c, "POST", path, body, true);
 	{
 		/* An early refusal may arrive before the request is sent whole: read it anyway. */
 		int rr = apiclient_read_head(c, on_approval);
 		r = rr >= 0 || r >= 0 ? rr : r;
+	}
+	if (r < 0 && c->intr_signo > 0) {
+		ret = interrupted(c->intr_signo);
+		goto out;
 	}
 	if (r < 0) {
 		fprintf(stderr, "tkbox exec: the daemon's answer was cut or malformed: %s\n", tk_strerror(r));
@@ -397,7 +427,12 @@ int cmd_exec(int argc, char **argv)
 	if (c->resp.status != 101 || !c->resp.upgrade_exec) {
 		const char *code = NULL;
 		json_t *e, *rules;
-		if (apiclient_read_json(c, &reply) < 0) {
+		r = apiclient_read_json(c, &reply);
+		if (r < 0 && c->intr_signo > 0) {
+			ret = interrupted(c->intr_signo);
+			goto out;
+		}
+		if (r < 0) {
 			fprintf(stderr, "tkbox exec: the daemon answered HTTP %d\n", c->resp.status);
 			goto out;
 		}

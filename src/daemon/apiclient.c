@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 
@@ -46,6 +48,7 @@ int apiclient_connect(const char *state_dir, struct apiclient **ret)
 		return -ENOMEM;
 	}
 	c->fd = fd;
+	c->intr_fd = -1;
 	*ret = c;
 	return 0;
 }
@@ -105,12 +108,40 @@ int apiclient_send(struct apiclient *c, const char *method, const char *path, co
 	return r;
 }
 
+/* Wait until c->fd is readable; -EINTR when a signal arrived on c->intr_fd first. */
+static int wait_readable(struct apiclient *c)
+{
+	while (c->intr_fd >= 0) {
+		struct pollfd p[2] = { { .fd = c->fd, .events = POLLIN }, { .fd = c->intr_fd, .events = POLLIN } };
+		if (poll(p, 2, -1) < 0) {
+			if (errno == EINTR) {
+				continue;
+			}
+			return negative_errno();
+		}
+		if (p[1].revents & POLLIN) {
+			struct signalfd_siginfo si;
+			if (read(c->intr_fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+				c->intr_signo = (int)si.ssi_signo;
+				return -EINTR;
+			}
+		}
+		if (p[0].revents) {
+			return 0;
+		}
+	}
+	return 0;
+}
+
 static int fill(struct apiclient *c)
 {
 	uint8_t *dst;
 	ssize_t n;
-	int r = buf_reserve(&c->in, 16384, &dst);
+	int r = wait_readable(c);
 
+	if (r >= 0) {
+		r = buf_reserve(&c->in, 16384, &dst);
+	}
 	if (r < 0) {
 		return r;
 	}

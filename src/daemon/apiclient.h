@@ -17,6 +17,13 @@
 
 struct apiclient {
 	int fd;
+	/*
+	 * A signalfd (or -1, the default) watched while a read waits for the
+	 * daemon: when a signal arrives, the read returns -EINTR with the signal in
+	 * intr_signo, so that a client waiting for a decision can be stopped.
+	 */
+	int intr_fd;
+	int intr_signo;
 	struct buf in; /* bytes read past the response head (the body or stream frames) */
 	struct http_response resp;
 };
@@ -30,7 +37,8 @@ _wur_ int apiclient_send(struct apiclient *c, const char *method, const char *pa
 
 /*
  * Read the final response head into c->resp; on_interim (may be NULL) is
- * called for each 102 with its Tkbox-Approval value.
+ * called for each 102 with its Tkbox-Approval value. -EINTR when c->intr_fd
+ * reported a signal (c->intr_signo).
  */
 _wur_ int apiclient_read_head(struct apiclient *c, void (*on_interim)(const char *approval));
 

@@ -32,6 +32,7 @@
 #include "log.h"
 #include "signer/client.h"
 #include "signer/config.h"
+#include "signer/rpc.h"
 
 enum box_state {
 	BOX_CREATING = 0,
@@ -48,8 +49,8 @@ struct pend {
 	int64_t exec;
 	bool done;
 	bool ok;
-	bool has_exit;
-	int exit_status;
+	bool has_exit_code, has_signal; /* exited with exit_code, or killed by signal: never both */
+	int exit_code, signal;
 	char *error;
 	char *stdin_sha256;
 	int64_t stdin_bytes;
@@ -87,6 +88,7 @@ struct box {
 	bool stop_requested;
 	uint64_t gaps_complete; /* completions the signer did not record */
 	uint64_t gaps_unrecorded; /* ... of which not even the gap is recorded yet */
+	uint64_t obs_gaps_unrecorded; /* must-keep observations lost whose gap is not recorded yet */
 	struct obsq obs; /* must-keep observations not yet recorded (OBSQ_MAX), drained in order */
 	bool obs_draining; /* one thread sends the queue to the signer at a time */
 	bool obs_failed; /* one was refused or did not fit: the box was stopped */
@@ -358,27 +360,45 @@ static void load_boxes(void)
 
 /* ---------------------------------------------------------------- signer */
 
-struct sc {
-	struct signer_client *c;
-};
+/*
+ * The daemon's one signer client. A new connection per call (an approval wait
+ * blocks only its own request), and every step of a call (connect, hello, the
+ * request, the reply) ends by the call's deadline: a signer that is stopped
+ * (kill -STOP), wedged or overloaded fails the call with -ETIMEDOUT instead
+ * of holding the caller. The deadline is tkbox daemon --signer-timeout
+ * (docs/limits.md); approval_wait adds its own wait to it, export its own.
+ */
 
-/* A new connection per call site: an approval wait blocks only its own request. */
-static int signer_open(struct signer_client **ret, char *err, size_t err_size)
+static int64_t mono_ms(void)
 {
-	struct timeval tv = { .tv_sec = DAEMON_SIGNER_TIMEOUT_MS / 1000 };
-	int r;
+	struct timespec ts;
 
-	r = signer_client_open(g.signer_socket, ret, err, err_size);
-	if (r < 0) {
-		return r;
-	}
-	(void)setsockopt((*ret)->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	(void)setsockopt((*ret)->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	return 0;
+	(void)clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Call: 0 with the reply on success, -EREMOTEIO with *ret (the error reply) when the signer refused. */
-static int signer_rpc(struct signer_client *c, json_t *req, int fd, json_t **ret)
+/* The deadline of a call starting now that may take extra_ms more than an ordinary one. */
+static int64_t signer_deadline(int64_t extra_ms)
+{
+	return mono_ms() + (int64_t)g.o.signer_timeout_s * 1000 + extra_ms;
+}
+
+/* A blocking send or connect on fd gives up at the deadline (at least 1 ms: 0 would mean never). */
+static void sock_deadline(int fd, int64_t deadline)
+{
+	int64_t left = MAX(deadline - mono_ms(), (int64_t)1);
+	struct timeval tv = { .tv_sec = left / 1000, .tv_usec = (left % 1000) * 1000 };
+
+	(void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+}
+
+/*
+ * One request and its reply on c, by the deadline. abandon_fd (or -1) is the
+ * API client's connection: when the client hangs up, the call is abandoned
+ * (-ECANCELED). 0 with the reply; -EREMOTEIO with *ret (the error reply) when
+ * the signer refused; -ETIMEDOUT past the deadline. Takes req.
+ */
+static int signer_rpc(struct signer_client *c, json_t *req, int fd, int abandon_fd, int64_t deadline, json_t **ret)
 {
 	json_t *reply = NULL;
 	int r;
@@ -386,13 +406,123 @@ static int signer_rpc(struct signer_client *c, json_t *req, int fd, json_t **ret
 	if (!req) {
 		return -ENOMEM;
 	}
-	r = signer_client_call(c, req, fd, &reply);
+	/* A request of up to 256 KiB may not fit the socket's buffer: the send blocks, until the deadline. */
+	if (fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) & ~O_NONBLOCK) < 0) {
+		json_decref(req);
+		return negative_errno();
+	}
+	sock_deadline(c->fd, deadline);
+	r = signer_client_send(c, req, fd);
 	json_decref(req);
+	if (r == -EAGAIN) {
+		return -ETIMEDOUT;
+	}
+	if (r < 0 && r != -EPIPE && r != -ECONNRESET) {
+		return r;
+	}
+	/* The reply is read without blocking, by poll: a reply in pieces cannot stretch the deadline. */
+	if (fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) | O_NONBLOCK) < 0) {
+		return negative_errno();
+	}
+	for (;;) {
+		struct pollfd p[2] = { { .fd = c->fd, .events = POLLIN }, { .fd = abandon_fd, .events = 0 } };
+		int64_t left;
+		int k;
+
+		/* A refusal may have come before the request was sent whole (EPIPE): it is read here too. */
+		r = signer_client_recv(c, &reply);
+		if (r != -EAGAIN) {
+			break;
+		}
+		left = deadline - mono_ms();
+		if (left <= 0) {
+			return -ETIMEDOUT;
+		}
+		k = poll(p, abandon_fd >= 0 ? 2 : 1, (int)MIN(left, (int64_t)INT32_MAX));
+		if (k < 0 && errno != EINTR) {
+			return negative_errno();
+		}
+		/* Only a client gone both ways abandons the call (POLLHUP): a half-close is still a client. */
+		if (k > 0 && abandon_fd >= 0 && (p[1].revents & (POLLHUP | POLLERR))) {
+			return -ECANCELED;
+		}
+	}
 	if (r < 0) {
 		return r;
 	}
 	*ret = reply;
 	return signer_reply_error(reply, NULL) ? -EREMOTEIO : 0;
+}
+
+/*
+ * Connect and say hello by the deadline. The connect is bounded too: a signer
+ * that does not accept fills its listen backlog, and connect then blocks.
+ * abandon_fd: as for signer_rpc().
+ */
+static int signer_open(int64_t deadline, int abandon_fd, struct signer_client **ret)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	_cleanup_json_ json_t *hello = NULL;
+	struct signer_client *c;
+	size_t n = strlen(g.signer_socket);
+	int fd, r;
+
+	if (n >= sizeof(sa.sun_path)) {
+		return -ENAMETOOLONG;
+	}
+	memcpy(sa.sun_path, g.signer_socket, n + 1);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		return negative_errno();
+	}
+	sock_deadline(fd, deadline);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		r = errno == EAGAIN ? -ETIMEDOUT : negative_errno();
+		(void)close(fd);
+		return r;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c || buf_init(&c->in, CLIENT_MAX_REPLY + 1, 0) < 0) {
+		free(c);
+		(void)close(fd);
+		return -ENOMEM;
+	}
+	c->fd = fd;
+	r = signer_rpc(c, json_pack("{s:s,s:i}", "method", "hello", "proto", RPC_PROTO_VERSION), -1, abandon_fd,
+		       deadline, &hello);
+	if (r < 0) {
+		signer_client_free(c);
+		return r == -EREMOTEIO ? -EPROTO : r;
+	}
+	*ret = c;
+	return 0;
+}
+
+/*
+ * A message for the user about a failed call (what: the method): says which
+ * limit or refusal stopped it. reply: the signer's error reply, or NULL.
+ */
+static void signer_error(char *err, size_t err_size, const char *what, int r, const json_t *reply)
+{
+	const char *msg = NULL, *code = reply ? signer_reply_error(reply, &msg) : NULL;
+	/* approval_wait is a long poll: its own wait comes on top of the deadline. */
+	unsigned within =
+		g.o.signer_timeout_s + (strcmp(what, "approval_wait") == 0 ? DAEMON_APPROVAL_WAIT_MS / 1000 : 0);
+
+	if (r == -ETIMEDOUT) {
+		(void)snprintf(err, err_size, "the signer did not answer within %u s (%s)", within, what);
+	} else if (code) {
+		(void)snprintf(err, err_size, "the signer refused %s: %s%s%s", what, code, msg && msg[0] ? ": " : "",
+			       msg ? msg : "");
+	} else if (r == -EPROTO) {
+		(void)snprintf(err, err_size, "the signer at %s refused the daemon's hello (another protocol version?)",
+			       g.signer_socket);
+	} else if (r == -EBADMSG) {
+		(void)snprintf(err, err_size, "the signer's %s reply is malformed", what);
+	} else {
+		(void)snprintf(err, err_size, "the signer at %s does not answer (%s: %s)", g.signer_socket, what,
+			       tk_strerror(r));
+	}
 }
 
 static json_t *with_request_id(json_t *req)
@@ -405,31 +535,25 @@ static json_t *with_request_id(json_t *req)
 	return req;
 }
 
-/* One call on a fresh connection; err gets a message for the user. */
+/* One call on a fresh connection by the signer deadline; err gets a message for the user. Takes req. */
 static int signer_once(json_t *req, json_t **ret, char *err, size_t err_size)
 {
+	const char *what = json_string_value(json_object_get(req, "method"));
+	_cleanup_free_ char *method = strdup(what ? what : "?");
+	int64_t deadline = signer_deadline(0);
 	struct signer_client *c = NULL;
 	json_t *reply = NULL;
 	int r;
 
-	r = signer_open(&c, err, err_size);
-	if (r < 0) {
-		json_decref(req);
-		if (!err[0]) {
-			(void)snprintf(err, err_size, "the signer at %s does not answer: %s", g.signer_socket,
-				       tk_strerror(r));
-		}
-		return r;
+	r = signer_open(deadline, -1, &c);
+	if (r >= 0) {
+		r = signer_rpc(c, req, -1, -1, deadline, &reply);
+		req = NULL;
 	}
-	r = signer_rpc(c, req, -1, &reply);
+	json_decref(req);
 	signer_client_free(c);
-	if (r == -EREMOTEIO) {
-		const char *msg = NULL, *code = signer_reply_error(reply, &msg);
-		(void)snprintf(err, err_size, "the signer refused: %s: %s", code, msg ? msg : "");
-	} else if (r < 0) {
-		(void)snprintf(err, err_size, "the signer did not answer: %s", tk_strerror(r));
-	}
 	if (r < 0) {
+		signer_error(err, err_size, method ? method : "?", r, reply);
 		json_decref(reply);
 		return r;
 	}
@@ -529,24 +653,31 @@ static int box_gap(struct box *b, const char *kind, const char *reason, uint64_t
 }
 
 /*
- * Completions lost while the signer was away cannot be counted in the run at
- * that moment either: they are recorded at the next chance (the next decision
- * or the run's close), with the total count (caller does not hold g.lock).
+ * Completions and must-keep observations lost while the signer was away (it
+ * refused, or did not answer within the deadline) cannot be counted in the run
+ * at that moment either: they are recorded at the next chance (the next
+ * decision or the run's close), completions with the box's total count,
+ * observations with the count lost (caller does not hold g.lock).
  */
 static void box_flush_gaps(struct box *b)
 {
-	uint64_t pending, total;
+	uint64_t pending, total, obs;
 
 	pthread_mutex_lock(&g.lock);
 	pending = b->gaps_unrecorded;
 	total = b->gaps_complete;
+	obs = b->obs_gaps_unrecorded;
 	pthread_mutex_unlock(&g.lock);
-	if (pending == 0) {
-		return;
-	}
-	if (box_gap(b, "complete", "completions of commands that ran could not be recorded", total) >= 0) {
+	if (pending > 0 &&
+	    box_gap(b, "complete", "completions of commands that ran could not be recorded", total) >= 0) {
 		pthread_mutex_lock(&g.lock);
 		b->gaps_unrecorded -= MIN(pending, b->gaps_unrecorded);
+		pthread_mutex_unlock(&g.lock);
+	}
+	if (obs > 0 &&
+	    box_gap(b, "observe", "must-keep observations could not be kept; the box was stopped", obs) >= 0) {
+		pthread_mutex_lock(&g.lock);
+		b->obs_gaps_unrecorded -= MIN(obs, b->obs_gaps_unrecorded);
 		pthread_mutex_unlock(&g.lock);
 	}
 }
@@ -664,8 +795,11 @@ static void *reader_thread(void *arg)
 				if (p->exec == m.exec && !p->done) {
 					p->done = true;
 					p->ok = strcmp(m.status, "ok") == 0;
-					p->has_exit = m.has_exit_code || m.has_signal;
-					p->exit_status = m.has_exit_code ? (int)m.exit_code : 128 + (int)m.signal;
+					/* Killed by SIGKILL is not exit 137: the two stay apart up to the signer. */
+					p->has_exit_code = m.has_exit_code;
+					p->exit_code = (int)m.exit_code;
+					p->has_signal = m.has_signal;
+					p->signal = (int)m.signal;
 					p->error = m.error ? strdup(m.error) : NULL;
 					p->stdin_sha256 = m.stdin_sha256 ? strdup(m.stdin_sha256) : NULL;
 					p->stdin_bytes = m.stdin_bytes;
@@ -828,8 +962,18 @@ static int box_observe_keep(struct box *b, const char *kind, json_t *data, char 
 failed:
 	b->obs_failed = true;
 	box_stop_wait(b, "a record of the box could not be kept");
+	/* A signer past its deadline would not take the gap now either: it is recorded when it answers again. */
+	if (r == -ETIMEDOUT) {
+		b->obs_gaps_unrecorded += lost;
+		pthread_mutex_unlock(&g.lock);
+		return r;
+	}
 	pthread_mutex_unlock(&g.lock);
-	(void)box_gap(b, "observe", "a must-keep observation could not be kept; the box was stopped", lost);
+	if (box_gap(b, "observe", "a must-keep observation could not be kept; the box was stopped", lost) < 0) {
+		pthread_mutex_lock(&g.lock);
+		b->obs_gaps_unrecorded += lost;
+		pthread_mutex_unlock(&g.lock);
+	}
 	return r < 0 ? r : -EIO;
 }
 
@@ -1647,29 +1791,37 @@ static void api_exec(struct conn *c, const char *name)
 
 	/* Decide before anything starts. */
 	if (!g.o.unrecorded) {
+		int64_t deadline = signer_deadline(0);
 		char hx[17];
+
 		(void)random_hex(8, hx);
 		(void)snprintf(tcid, sizeof(tcid), "exec-%lld-%s", (long long)exec_no, hx);
-		r = signer_open(&sc, err, sizeof(err));
-		if (r < 0) {
-			respond_error(c->fd, 503, "signer_unreachable", NULL,
-				      "the signer does not answer (%s): refused, nothing ran",
-				      err[0] ? err : tk_strerror(r));
-			goto out;
+		r = signer_open(deadline, c->fd, &sc);
+		if (r >= 0) {
+			r = signer_rpc(sc,
+				       with_request_id(json_pack("{s:s,s:s,s:s,s:s,s:s,s:O}", "method", "decide",
+								 "run_id", run_id, "run_token", token, "tool_call_id",
+								 tcid, "tool", "Bash", "args", args)),
+				       -1, c->fd, deadline, &reply);
 		}
-		r = signer_rpc(sc,
-			       with_request_id(json_pack("{s:s,s:s,s:s,s:s,s:s,s:O}", "method", "decide", "run_id",
-							 run_id, "run_token", token, "tool_call_id", tcid, "tool",
-							 "Bash", "args", args)),
-			       -1, &reply);
 		if (r < 0) {
-			const char *msg = NULL, *code = reply ? signer_reply_error(reply, &msg) : NULL;
-			respond_error(c->fd, 503, "signer_unreachable", NULL,
-				      "the signer did not decide (%s%s%s): refused, nothing ran",
-				      code ? code : tk_strerror(r), msg ? ": " : "", msg ? msg : "");
+			/*
+			 * Each exec asks afresh: while the signer is stopped or wedged every one is refused
+			 * at the deadline; the first one it answers again runs.
+			 */
+			signer_error(err, sizeof(err), "decide", r, reply);
+			if (r != -ECANCELED) {
+				respond_error(c->fd, 503, "signer_unreachable", NULL, "%s; nothing ran%s", err,
+					      r == -EREMOTEIO
+						      ? ""
+						      : ": every command is refused until the signer answers "
+							"again (check it with tkbox-signer status; the limit is "
+							"tkbox daemon --signer-timeout)");
+			}
 			pthread_mutex_lock(&g.lock);
-			events_write(b, EV_PROBLEM, "signer.decide_failed",
-				     json_pack("{s:s}", "detail", code ? code : tk_strerror(r)));
+			events_write(b, EV_PROBLEM, r == -ECANCELED ? "exec.abandoned" : "signer.decide_failed",
+				     json_pack("{s:s}", "detail",
+					       r == -ECANCELED ? "the client left while the signer decided" : err));
 			pthread_mutex_unlock(&g.lock);
 			goto out;
 		}
@@ -1703,10 +1855,14 @@ static void api_exec(struct conn *c, const char *name)
 				sc,
 				with_request_id(json_pack("{s:s,s:s,s:s,s:s}", "method", "approval_request", "run_id",
 							  run_id, "run_token", token, "decision_id", decision_id)),
-				-1, &ar);
+				-1, c->fd, signer_deadline(0), &ar);
 			if (r < 0 || json_get_string(ar, "approval_id", &aid) < 0) {
-				respond_error(c->fd, 403, "not_approved", NULL,
-					      "the command needs an approval that could not be requested: refused");
+				signer_error(err, sizeof(err), "approval_request", r < 0 ? r : -EBADMSG, ar);
+				respond_error(
+					c->fd, 403, "not_approved", NULL,
+					"the command needs an approval that could not be requested (%s): refused, "
+					"nothing ran",
+					err);
 				goto out;
 			}
 			/* An interim response: the client shows the approval id while it waits. */
@@ -1714,18 +1870,27 @@ static void api_exec(struct conn *c, const char *name)
 			if (k > 0 && (size_t)k < sizeof(head)) {
 				(void)io_write_all(c->fd, head, (size_t)k);
 			}
-			{
-				struct timeval tv = { .tv_sec = DAEMON_APPROVAL_WAIT_MS / 1000 + 30 };
-				(void)setsockopt(sc->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-			}
+			/* A long poll: its own wait, then the signer deadline as for any call. */
 			r = signer_rpc(sc,
 				       json_pack("{s:s,s:s,s:I}", "method", "approval_wait", "approval_id", aid,
 						 "timeout_ms", (json_int_t)DAEMON_APPROVAL_WAIT_MS),
-				       -1, &wr);
+				       -1, c->fd, signer_deadline(DAEMON_APPROVAL_WAIT_MS), &wr);
+			if (r == -ECANCELED) {
+				pthread_mutex_lock(&g.lock);
+				events_write(b, EV_LIFECYCLE, "exec.abandoned",
+					     json_pack("{s:s,s:s,s:s}", "decision_id", decision_id, "approval_id", aid,
+						       "detail", "the client left while it waited for the approval"));
+				pthread_mutex_unlock(&g.lock);
+				goto out;
+			}
 			if (r < 0 || json_get_string(wr, "state", &state) < 0 || strcmp(state, "approved") != 0) {
+				if (r < 0 && r != -EREMOTEIO) {
+					signer_error(err, sizeof(err), "approval_wait", r, NULL);
+				}
 				respond_error(c->fd, 403, "not_approved", json_pack("{s:s}", "approval_id", aid),
-					      "approval %s was %s: refused, nothing ran", aid,
-					      state ? state : "not answered");
+					      "approval %s was %s%s%s: refused, nothing ran", aid,
+					      state ? state : "not answered", err[0] && !state ? ": " : "",
+					      err[0] && !state ? err : "");
 				pthread_mutex_lock(&g.lock);
 				events_write(b, EV_LIFECYCLE, "exec.not_approved",
 					     json_pack("{s:s,s:s,s:s}", "decision_id", decision_id, "approval_id", aid,
@@ -1793,13 +1958,15 @@ static void api_exec(struct conn *c, const char *name)
 					      "box %s stopped before the command started", name);
 			}
 			if (decided) {
+				json_t *nrep = NULL;
 				(void)signer_rpc(sc,
 						 with_request_id(json_pack(
 							 "{s:s,s:s,s:s,s:s,s:s,s:s,s:s}", "method", "complete",
 							 "run_id", run_id, "run_token", token, "tool_call_id", tcid,
 							 "decision_id", decision_id, "args_digest", digest, "status",
 							 "error", "error", "the command never started")),
-						 -1, &reply);
+						 -1, -1, signer_deadline(0), &nrep);
+				json_decref(nrep);
 			}
 			goto out;
 		}
@@ -1814,8 +1981,13 @@ static void api_exec(struct conn *c, const char *name)
 	}
 	{
 		json_t *ev = json_pack("{s:I,s:b}", "exec", (json_int_t)exec_no, "ok", p->ok);
-		if (ev && p->has_exit) {
-			(void)json_object_set_new(ev, "exit_status", json_integer(p->exit_status));
+		/* exit_status as the shell shows it (128 + N for signal N), and the signal on its own. */
+		if (ev && p->has_exit_code) {
+			(void)json_object_set_new(ev, "exit_status", json_integer(p->exit_code));
+		}
+		if (ev && p->has_signal) {
+			(void)json_object_set_new(ev, "exit_status", json_integer(128 + p->signal));
+			(void)json_object_set_new(ev, "signal", json_integer(p->signal));
 		}
 		if (ev && p->error) {
 			(void)json_object_set_new(ev, "error", json_string(p->error));
@@ -1834,8 +2006,12 @@ static void api_exec(struct conn *c, const char *name)
 					 "run_token", token, "tool_call_id", tcid, "decision_id", decision_id,
 					 "args_digest", digest, "status", p->ok ? "ok" : "error");
 		json_t *crep = NULL;
-		if (creq && p->has_exit) {
-			(void)json_object_set_new(creq, "exit_status", json_integer(p->exit_status));
+		int64_t deadline = signer_deadline(0);
+		/* Exited with a code, or killed by a signal: never both (SIGKILL is not exit 137). */
+		if (creq && p->has_exit_code) {
+			(void)json_object_set_new(creq, "exit_code", json_integer(p->exit_code));
+		} else if (creq && p->has_signal) {
+			(void)json_object_set_new(creq, "signal", json_integer(p->signal));
 		}
 		if (creq && p->error) {
 			(void)json_object_set_new(creq, "error",
@@ -1848,23 +2024,33 @@ static void api_exec(struct conn *c, const char *name)
 		}
 		signer_client_free(sc);
 		sc = NULL;
-		r = signer_open(&sc, err, sizeof(err));
-		r = r < 0 ? r : signer_rpc(sc, with_request_id(creq), -1, &crep);
-		if (r < 0 && sc == NULL) {
+		r = signer_open(deadline, -1, &sc);
+		if (r >= 0) {
+			r = signer_rpc(sc, with_request_id(creq), -1, -1, deadline, &crep);
+		} else {
 			json_decref(creq);
 		}
-		json_decref(crep);
 		if (r < 0) {
+			/* The command ran: a completion the signer did not take is counted, never dropped. */
 			uint64_t n;
+			signer_error(err, sizeof(err), "complete", r, crep);
 			pthread_mutex_lock(&g.lock);
 			n = ++b->gaps_complete;
+			events_write(b, EV_PROBLEM, "signer.complete_failed",
+				     json_pack("{s:I,s:s}", "exec", (json_int_t)exec_no, "detail", err));
+			/* Past the deadline the signer would not take the gap now either: it goes at the next chance. */
+			if (r == -ETIMEDOUT) {
+				b->gaps_unrecorded++;
+			}
 			pthread_mutex_unlock(&g.lock);
-			if (box_gap(b, "complete", "a command's completion could not be recorded", n) < 0) {
+			if (r != -ETIMEDOUT &&
+			    box_gap(b, "complete", "a command's completion could not be recorded", n) < 0) {
 				pthread_mutex_lock(&g.lock);
 				b->gaps_unrecorded++;
 				pthread_mutex_unlock(&g.lock);
 			}
 		}
+		json_decref(crep);
 	}
 	/* Recorded (or its loss counted): now the client may see the exit status. */
 	pthread_mutex_lock(&g.lock);
@@ -2012,16 +2198,20 @@ static void api_export(struct conn *c, const char *name)
 	box_close_run(b, "exported");
 
 	memfd = memfd_create("tkbox-bundle", MFD_CLOEXEC);
-	r = memfd < 0 ? negative_errno() : signer_open(&sc, err, sizeof(err));
+	r = memfd < 0 ? negative_errno() : signer_open(signer_deadline(0), -1, &sc);
 	if (r >= 0) {
-		struct timeval tv = { .tv_sec = 300 };
-		(void)setsockopt(sc->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-		r = signer_rpc(sc, json_pack("{s:s,s:s}", "method", "export", "run_id", run_id), memfd, &reply);
+		/* The signer writes the whole bundle: its own deadline. */
+		r = signer_rpc(sc, json_pack("{s:s,s:s}", "method", "export", "run_id", run_id), memfd, -1,
+			       mono_ms() + (int64_t)DAEMON_EXPORT_TIMEOUT_S * 1000, &reply);
 	}
 	if (r < 0) {
-		const char *msg = NULL, *code = reply ? signer_reply_error(reply, &msg) : NULL;
-		respond_error(c->fd, 503, "export_failed", NULL, "the signer did not export run %s: %s%s%s", run_id,
-			      code ? code : (err[0] ? err : tk_strerror(r)), msg ? ": " : "", msg ? msg : "");
+		if (r == -ETIMEDOUT && sc) {
+			(void)snprintf(err, sizeof(err), "the signer did not finish the export within %d s",
+				       DAEMON_EXPORT_TIMEOUT_S);
+		} else {
+			signer_error(err, sizeof(err), "export", r, reply);
+		}
+		respond_error(c->fd, 503, "export_failed", NULL, "the signer did not export run %s: %s", run_id, err);
 		goto out;
 	}
 	if (json_get_string(reply, "trust", &trust) < 0 || json_get_string(reply, "sha256", &sha) < 0 ||
@@ -2472,6 +2662,9 @@ int daemon_run(const struct daemon_opts *o)
 	}
 	if (!g.o.max_execs) {
 		g.o.max_execs = DAEMON_DEFAULT_MAX_EXECS;
+	}
+	if (!g.o.signer_timeout_s) {
+		g.o.signer_timeout_s = DAEMON_DEFAULT_SIGNER_TIMEOUT_S;
 	}
 	if (!g.o.accel) {
 		g.o.accel = "auto";

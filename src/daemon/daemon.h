@@ -30,7 +30,10 @@
 #define DAEMON_MAX_BOX_ENV 256
 #define DAEMON_MAX_OPT_PATH 4096 /* --registry-auth / --registry-ca path length */
 #define DAEMON_APPROVAL_WAIT_MS 120000
-#define DAEMON_SIGNER_TIMEOUT_MS 30000
+/* Each signer call (connect and hello included) ends by this deadline; approval_wait gets its own wait on top. */
+#define DAEMON_DEFAULT_SIGNER_TIMEOUT_S 10
+#define DAEMON_MAX_SIGNER_TIMEOUT_S 600
+#define DAEMON_EXPORT_TIMEOUT_S 300 /* the signer writes a whole bundle */
 #define DAEMON_BOOT_TIMEOUT_S 180
 #define DAEMON_STOP_TIMEOUT_S 40
 #define DAEMON_REQUEST_TIMEOUT_S 30
@@ -44,6 +47,7 @@ struct daemon_opts {
 	bool unrecorded;
 	unsigned max_boxes;
 	unsigned max_execs;
+	unsigned signer_timeout_s; /* 0: DAEMON_DEFAULT_SIGNER_TIMEOUT_S */
 	const char *guest_bin; /* NULL: next to the tkbox binary */
 	const char *kernel; /* with modules_dir: instead of the asset cache */
 	const char *modules_dir;
