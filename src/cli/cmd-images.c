@@ -8,12 +8,13 @@
 #ifdef TKBOX_HAVE_DAEMON
 #include "daemon/daemon.h"
 #endif
+#include "image/image-answer.h"
 #include "image/image.h"
 #include "log.h"
 
 /*
  * tkbox images ls|pull REF|resolve REF|rm REF|prune [--state DIR] [--platform P]
- *              [--registry-auth FILE] [--registry-ca FILE]
+ *              [--registry-auth FILE] [--registry-ca FILE] [--json]
  * The cache is <state>/images; state is --state, else the daemon's:
  * $TKBOX_STATE_DIR (absolute), else ~/.local/state/tkbox, else /var/lib/tkbox.
  */
@@ -27,6 +28,8 @@ static void images_usage(FILE *f)
 		"       tkbox images rm REF\n"
 		"       tkbox images prune\n"
 		"options: --state DIR  --platform linux/amd64|linux/arm64  --registry-auth FILE  --registry-ca FILE\n"
+		"         --json  pull/resolve answer as one JSON object (src/image/image-answer.h), as the daemon "
+		"reads it\n"
 		"REF: NAME[:TAG][@sha256:...] | oci:DIR[:NAME] | oci-archive:FILE[:NAME] | docker-archive:FILE\n");
 }
 
@@ -49,6 +52,19 @@ static char *default_state_dir(void)
 #endif
 }
 
+/* One "name value" line for a person; a value from the image is quoted when it could start another line. */
+static void print_value(const char *name, const char *v)
+{
+	char q[LOG_QUOTE_BUFSIZE];
+	bool plain = v[0] != '\0';
+
+	for (const char *p = v; *p && plain; p++) {
+		plain = (unsigned char)*p > 0x20 && *p != 0x7f && *p != '"' && *p != '\\';
+	}
+	printf("%s %s\n", name, plain ? v : log_quote(v, strlen(v), q));
+}
+
+/* For a person (and the e2e checks): the daemon reads the --json answer instead. */
 static void print_result(const struct image_result *res)
 {
 	printf("ext4 %s\n", res->ext4_path);
@@ -56,8 +72,8 @@ static void print_result(const struct image_result *res)
 	printf("config %s\n", res->config_digest);
 	printf("manifest %s\n", res->manifest_digest ? res->manifest_digest : "-");
 	printf("from_cache %s\n", res->from_cache ? "yes" : "no");
-	printf("working_dir %s\n", res->working_dir ? res->working_dir : "/");
-	printf("user %s\n", res->user ? res->user : "root");
+	print_value("working_dir", res->working_dir ? res->working_dir : "/");
+	print_value("user", res->user ? res->user : "root");
 	for (size_t i = 0; i < res->n_env; i++) {
 		char q[LOG_QUOTE_BUFSIZE];
 		printf("env %s\n", log_quote(res->env[i], strlen(res->env[i]), q));
@@ -72,6 +88,7 @@ int cmd_images(int argc, char **argv)
 		{ "registry-auth", required_argument, NULL, 'a' },
 		{ "registry-ca", required_argument, NULL, 'c' },
 		{ "subprocess", no_argument, NULL, 'x' },
+		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -79,7 +96,7 @@ int cmd_images(int argc, char **argv)
 	struct image_opts o = { .progress_fd = -1, .diag = &diag };
 	_cleanup_free_ char *state = NULL;
 	const char *verb;
-	bool subprocess = false;
+	bool subprocess = false, json = false;
 	int c, r;
 
 	optind = 1;
@@ -100,6 +117,9 @@ int cmd_images(int argc, char **argv)
 			break;
 		case 'x':
 			subprocess = true;
+			break;
+		case 'j':
+			json = true;
 			break;
 		case 'h':
 			images_usage(stdout);
@@ -170,9 +190,21 @@ int cmd_images(int argc, char **argv)
 		if (isatty(STDERR_FILENO)) {
 			o.progress_fd = STDERR_FILENO;
 		}
-		/* --subprocess: as the daemon resolves (image_resolve_exec), to test that path */
-		r = subprocess ? image_resolve_exec("/proc/self/exe", &o, argv[optind + 1], &res)
+		/* --subprocess: as the daemon resolves (image_answer_exec), to test that path */
+		r = subprocess ? image_answer_exec("/proc/self/exe", &o, argv[optind + 1], &res)
 			       : image_resolve(&o, argv[optind + 1], &res);
+		if (r >= 0 && json) {
+			_cleanup_buf_ struct buf *b = NULL;
+			r = buf_new(IMAGE_ANSWER_MAX_BYTES, 0, &b);
+			if (r >= 0) {
+				r = image_answer_encode(&res, b, &diag);
+			}
+			if (r >= 0 &&
+			    (fwrite(buf_ptr(b), 1, buf_len(b), stdout) != buf_len(b) || fflush(stdout) != 0)) {
+				r = -EIO;
+			}
+			image_result_release(&res);
+		}
 		if (r < 0) {
 			char q[LOG_QUOTE_BUFSIZE];
 			fprintf(stderr, "tkbox images %s %s: %s\n", verb,
@@ -180,8 +212,10 @@ int cmd_images(int argc, char **argv)
 				diag.msg[0] ? diag.msg : tk_strerror(r));
 			return 1;
 		}
-		print_result(&res);
-		image_result_release(&res);
+		if (!json) {
+			print_result(&res);
+			image_result_release(&res);
+		}
 		return 0;
 	}
 	images_usage(stderr);

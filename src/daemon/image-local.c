@@ -10,6 +10,7 @@
 #include "log.h"
 #include "vmm/assets.h"
 #ifdef TKBOX_HAVE_IMAGES
+#include "image/image-answer.h"
 #include "image/image.h"
 #include "image/workspace.h"
 #endif
@@ -35,7 +36,8 @@ void local_image_release(struct local_image *r)
  * A registry or OCI-layout reference, through the images library (pulls and
  * caches) in a child `tkbox images` process: the daemon holds the signer's
  * run tokens and the boxes' secrets, so it never parses registry or layer
- * bytes itself (docs/images.md).
+ * bytes itself (docs/images.md). What it reads back is the child's answer,
+ * one strict JSON object (src/image/image-answer.h), never scraped lines.
  */
 static int resolve_ref(const char *state_dir, const char *image, const struct local_image_opts *lo,
 		       struct local_image *ret, char *err, size_t err_size)
@@ -51,7 +53,7 @@ static int resolve_ref(const char *state_dir, const char *image, const struct lo
 		o.auth_file = lo->auth_file;
 		o.ca_file = lo->ca_file;
 	}
-	r = image_resolve_exec(lo && lo->exe ? lo->exe : "/proc/self/exe", &o, image, &res);
+	r = image_answer_exec(lo && lo->exe ? lo->exe : "/proc/self/exe", &o, image, &res);
 	if (r < 0) {
 		(void)snprintf(err, err_size, "image %s: %s", image, diag.msg[0] ? diag.msg : tk_strerror(r));
 		return r;
@@ -206,6 +208,26 @@ int image_local_resolve(const char *state_dir, const char *image, unsigned size_
 	return 0;
 }
 
+#ifdef TKBOX_HAVE_IMAGES
+/* What the workspace builder left out goes to the daemon's log: the first few paths, then a count. */
+#define WORKSPACE_NOTICES_LOGGED 32
+struct ws_notices {
+	const char *workspace;
+	unsigned long n;
+};
+
+static void ws_notice(void *userdata, const char *rel, const char *why)
+{
+	struct ws_notices *w = userdata;
+	char q1[LOG_QUOTE_BUFSIZE], q2[LOG_QUOTE_BUFSIZE];
+
+	if (w->n++ < WORKSPACE_NOTICES_LOGGED) {
+		log_info("workspace %s: left out %s: %s", log_quote(w->workspace, strlen(w->workspace), q1),
+			 log_quote(rel, strlen(rel), q2), why);
+	}
+}
+#endif
+
 int workspace_local_resolve(const char *state_dir, const char *workspace, const char *out_dir, struct local_image *ret,
 			    char *err, size_t err_size)
 {
@@ -219,6 +241,7 @@ int workspace_local_resolve(const char *state_dir, const char *workspace, const 
 	if (S_ISDIR(st.st_mode)) {
 		struct image_diag diag = { .msg = "" };
 		struct workspace_stats ws = { 0 };
+		struct ws_notices wn = { .workspace = workspace };
 		struct local_image ref = { 0 };
 		char hexd[65];
 		int r;
@@ -228,7 +251,17 @@ int workspace_local_resolve(const char *state_dir, const char *workspace, const 
 			return -ENOMEM;
 		}
 		(void)unlink(ref.path);
-		r = workspace_build(&(struct workspace_opts){ .dir = workspace, .out = ref.path, .diag = &diag }, &ws);
+		r = workspace_build(&(struct workspace_opts){ .dir = workspace,
+							      .out = ref.path,
+							      .notice = ws_notice,
+							      .userdata = &wn,
+							      .diag = &diag },
+				    &ws);
+		if (wn.n > WORKSPACE_NOTICES_LOGGED) {
+			char q[LOG_QUOTE_BUFSIZE];
+			log_info("workspace %s: %lu more paths left out", log_quote(workspace, strlen(workspace), q),
+				 wn.n - WORKSPACE_NOTICES_LOGGED);
+		}
 		if (r >= 0) {
 			r = vm_file_sha256(ref.path, hexd);
 		}

@@ -42,7 +42,7 @@ void local_image_release(struct local_image *r);
 /*
  * -ENOENT (with a message in err) when image is neither a file nor a directory
  * nor an image reference. o may be NULL (defaults). Image references are
- * resolved by a child `tkbox images` process (image_resolve_exec): this
+ * resolved by a child `tkbox images` process (image_answer_exec): this
  * process never parses registry answers, manifests or layer bytes.
  */
 _wur_ int image_local_resolve(const char *state_dir, const char *image, unsigned size_mib,

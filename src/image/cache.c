@@ -37,7 +37,7 @@ int image_cache_open(const char *state_dir, bool exclusive, struct image_cache *
 {
 	struct image_cache *c;
 	int sfd, r;
-	static const char *const dirs[] = { "blobs/sha256", "refs", "roots", "tmp", "locks" };
+	static const char *const dirs[] = { "blobs/sha256", "refs", IMAGE_CACHE_ROOTS, "tmp", "locks" };
 
 	if (!state_dir || !*state_dir) {
 		return -EINVAL;
@@ -274,6 +274,10 @@ int blob_writer_commit(struct blob_writer *w)
 	if (r < 0) {
 		goto fail;
 	}
+	{
+		struct stat st;
+		w->existed = fstatat(w->cache->dirfd, rel, &st, AT_SYMLINK_NOFOLLOW) == 0;
+	}
 	/* same digest, same bytes: replacing a blob another puller just wrote is harmless */
 	if (renameat(w->cache->dirfd, w->tmpname, w->cache->dirfd, rel) < 0) {
 		r = negative_errno();
@@ -407,7 +411,7 @@ int image_cache_ref_get(struct image_cache *c, const char *ref, const char *plat
 	const struct json_opts jo = { .max_bytes = IMAGE_CACHE_REF_MAX, .max_depth = 4, .want_top = JSON_OBJECT };
 	uint8_t data[IMAGE_CACHE_REF_MAX];
 	size_t n = 0;
-	const char *m, *cfg, *rr, *pp;
+	const char *m, *cfg, *rr, *pp, *rootkey;
 	struct image_cache_ref v;
 	int r = key_hex(ref, platform, hex);
 
@@ -439,15 +443,17 @@ int image_cache_ref_get(struct image_cache *c, const char *ref, const char *plat
 		return r;
 	}
 	if ((r = json_get_string(root, "manifest", &m)) < 0 || (r = json_get_string(root, "config", &cfg)) < 0 ||
-	    (r = json_get_string(root, "ref", &rr)) < 0 || (r = json_get_string(root, "platform", &pp)) < 0) {
+	    (r = json_get_string(root, "ref", &rr)) < 0 || (r = json_get_string(root, "platform", &pp)) < 0 ||
+	    (r = json_get_string(root, "root", &rootkey)) < 0) {
 		return r == -ENOENT ? -EBADMSG : r;
 	}
-	if (!image_digest_valid(m) || !image_digest_valid(cfg) || strcmp(rr, ref) != 0 ||
-	    strcmp(pp, platform ? platform : "") != 0) {
+	if (!image_digest_valid(m) || !image_digest_valid(cfg) || !image_digest_valid(rootkey) ||
+	    strcmp(rr, ref) != 0 || strcmp(pp, platform ? platform : "") != 0) {
 		return -EBADMSG;
 	}
 	memcpy(v.manifest, m, sizeof(v.manifest));
 	memcpy(v.config, cfg, sizeof(v.config));
+	memcpy(v.root, rootkey, sizeof(v.root));
 	*ret = v;
 	return 0;
 }
@@ -464,8 +470,11 @@ int image_cache_ref_put(struct image_cache *c, const char *ref, const char *plat
 	if (asprintf(&rel, "refs/%s.json", hex) < 0) {
 		return -ENOMEM;
 	}
-	o = json_pack("{s:s, s:s, s:s, s:s}", "ref", ref, "platform", platform ? platform : "", "manifest", v->manifest,
-		      "config", v->config);
+	if (!image_digest_valid(v->root)) {
+		return -EINVAL;
+	}
+	o = json_pack("{s:s, s:s, s:s, s:s, s:s}", "ref", ref, "platform", platform ? platform : "", "manifest",
+		      v->manifest, "config", v->config, "root", v->root);
 	if (!o) {
 		return -ENOMEM;
 	}
@@ -474,4 +483,48 @@ int image_cache_ref_put(struct image_cache *c, const char *ref, const char *plat
 		return r;
 	}
 	return image_cache_write_file(c, rel, text, strlen(text));
+}
+
+int image_cache_root_key(const char *config, const char *const *layers, size_t n_layers, char ret[IMAGE_DIGEST_LEN + 1])
+{
+	struct sha256_ctx *sha = NULL;
+	uint8_t md[SHA256_LEN];
+	int r;
+
+	if (!image_digest_valid(config)) {
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < n_layers; i++) {
+		if (!image_digest_valid(layers[i])) {
+			return -EINVAL;
+		}
+	}
+	r = sha256_new(&sha);
+	if (r < 0) {
+		return r;
+	}
+	/* fixed-length digests, one per line: the encoding is unambiguous */
+	r = sha256_update(sha, "tkbox.root.v2\nconfig ", 21);
+	if (r >= 0) {
+		r = sha256_update(sha, config, IMAGE_DIGEST_LEN);
+	}
+	for (size_t i = 0; r >= 0 && i < n_layers; i++) {
+		r = sha256_update(sha, "\nlayer ", 7);
+		if (r >= 0) {
+			r = sha256_update(sha, layers[i], IMAGE_DIGEST_LEN);
+		}
+	}
+	if (r >= 0) {
+		r = sha256_update(sha, "\n", 1);
+	}
+	if (r >= 0) {
+		r = sha256_final(sha, md);
+	}
+	sha256_free(sha);
+	if (r < 0) {
+		return r;
+	}
+	memcpy(ret, "sha256:", 7);
+	sha256_digest_hex(md, ret + 7);
+	return 0;
 }

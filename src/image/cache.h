@@ -12,8 +12,13 @@
  *   locks/<hex>              flock: one puller per image key at a time
  *   tmp/                     temp files and build dirs (removed by prune)
  *   blobs/sha256/<hex>       manifests, configs and layers, verified before rename
- *   refs/<hex>.json          a reference + platform -> manifest and config digest
- *   roots/<confighex>/       rootfs.ext4 and image.json, renamed into place whole
+ *   refs/<hex>.json          a reference + platform -> manifest, config digest and root key
+ *   roots.v2/<keyhex>/       rootfs.ext4 and image.json, renamed into place whole
+ *
+ * A root key (image_cache_root_key) names what a root was built from: the
+ * config digest and each layer blob digest in order. The old layout
+ * (roots/<config hex>, a key that the layers did not enter) is never read;
+ * prune removes it.
  *
  * Every file appears under its final name by rename(2) from tmp/ after it is
  * complete (and, for blobs, after its digest matched), so a crash mid-pull
@@ -21,6 +26,15 @@
  */
 
 #define IMAGE_CACHE_REF_MAX ((size_t)64 << 10) /* a refs/ record */
+#define IMAGE_CACHE_ROOTS "roots.v2"
+
+/*
+ * "sha256:<hex>" of "tkbox.root.v2\nconfig <digest>\nlayer <digest>\n...":
+ * the same blobs give the same key; a different config, layer, layer order
+ * or count gives another. -EINVAL on an invalid digest.
+ */
+_wur_ int image_cache_root_key(const char *config, const char *const *layers, size_t n_layers,
+			       char ret[IMAGE_DIGEST_LEN + 1]);
 
 struct image_cache {
 	int dirfd; /* <state>/images */
@@ -49,6 +63,7 @@ struct blob_writer {
 	uint64_t max;
 	char expect[IMAGE_DIGEST_LEN + 1]; /* empty: content-addressed by what was written */
 	char digest[IMAGE_DIGEST_LEN + 1]; /* after commit */
+	bool existed; /* after commit: the cache held this blob already */
 };
 /* expect may be NULL (the digest is whatever was written). max: -E2BIG when more is written. */
 _wur_ int blob_writer_begin(struct blob_writer *w, struct image_cache *c, const char *expect, uint64_t max);
@@ -65,6 +80,7 @@ _wur_ int image_cache_lock_key(struct image_cache *c, const char *key);
 struct image_cache_ref {
 	char manifest[IMAGE_DIGEST_LEN + 1];
 	char config[IMAGE_DIGEST_LEN + 1];
+	char root[IMAGE_DIGEST_LEN + 1]; /* the root key; a record without one (old layout) is -EBADMSG */
 };
 _wur_ int image_cache_ref_get(struct image_cache *c, const char *ref, const char *platform,
 			      struct image_cache_ref *ret);

@@ -18,15 +18,50 @@ struct walk {
 	struct image_diag *diag;
 };
 
+/* Bytes of rel once quoted for debugfs ("/" prefix, '"' doubled, two quotes); -EINVAL on a control character. */
+static int quoted_len(const char *rel, size_t *ret)
+{
+	size_t n = 3;
+	for (const char *p = rel; *p; p++) {
+		if ((unsigned char)*p < 0x20 || *p == 0x7f) {
+			return -EINVAL;
+		}
+		n += *p == '"' ? 2 : 1;
+	}
+	*ret = n;
+	return 0;
+}
+
+/*
+ * Every name is checked, whether or not it needs a fix-up, so an image
+ * builds or is refused the same way as root and as an ordinary user.
+ */
+static int check_name(struct walk *w, const char *rel)
+{
+	char q[LOG_QUOTE_BUFSIZE];
+	size_t n;
+	if (quoted_len(rel, &n) < 0) {
+		image_diag_set(w->diag, "cannot build ext4: control character in name %s",
+			       log_quote(rel, strlen(rel), q));
+		return -EINVAL;
+	}
+	if (n + EXT4_DEBUGFS_CMD_RESERVE > EXT4_DEBUGFS_MAX_LINE) {
+		image_diag_set(w->diag,
+			       "cannot build ext4: a name takes %zu bytes quoted for debugfs, more than one line of "
+			       "its script holds (EXT4_DEBUGFS_MAX_LINE, %d bytes with the command); shorten it in "
+			       "the image: %s",
+			       n, EXT4_DEBUGFS_MAX_LINE, log_quote(rel, strlen(rel), q));
+		return -ENAMETOOLONG;
+	}
+	return 0;
+}
+
 static int quote_path(FILE *f, const char *rel)
 {
 	if (fputs("\"/", f) < 0) {
 		return -EIO;
 	}
 	for (const char *p = rel; *p; p++) {
-		if ((unsigned char)*p < 0x20 || *p == 0x7f) {
-			return -EINVAL;
-		}
 		if (*p == '"' && fputc('"', f) == EOF) {
 			return -EIO;
 		}
@@ -71,9 +106,6 @@ static int fixup(struct walk *w, const char *rel, const struct stat *st)
 		}
 		r = quote_path(w->script, rel);
 		if (r < 0) {
-			char q[LOG_QUOTE_BUFSIZE];
-			image_diag_set(w->diag, "cannot build ext4: control character in name %s",
-				       log_quote(rel, strlen(rel), q));
 			return r;
 		}
 		if (fprintf(w->script, i == 2 ? " %s 0%o\n" : " %s %u\n", fields[i], want[i]) < 0) {
@@ -126,7 +158,10 @@ static int walk_dir(struct walk *w, int dfd, const char *rel, unsigned depth)
 		} else if (S_ISDIR(st.st_mode)) {
 			w->st.bytes += 4096;
 		}
-		r = fixup(w, crel, &st);
+		r = check_name(w, crel);
+		if (r >= 0) {
+			r = fixup(w, crel, &st);
+		}
 		if (r < 0) {
 			break;
 		}
@@ -150,6 +185,13 @@ static int walk_dir(struct walk *w, int dfd, const char *rel, unsigned depth)
 static void diag_tool(struct image_diag *diag, const char *tool, int rc, const struct buf *err)
 {
 	char q[LOG_QUOTE_BUFSIZE];
+	if (rc == -ETIME) {
+		image_diag_set(diag,
+			       "%s did not finish within %d s (EXT4_TOOL_TIMEOUT_S) and was killed; the image has too "
+			       "many files or too large a directory for an ext4 root",
+			       tool, EXT4_TOOL_TIMEOUT_S);
+		return;
+	}
 	image_diag_set(diag, "%s failed (%s%d): %s", tool, rc < 0 ? "error " : "exit ", rc,
 		       log_quote(buf_ptr(err), buf_len(err), q));
 }
@@ -251,7 +293,7 @@ int ext4_build(const char *tree, const char *out, const char *label, ext4_meta_f
 				 "4096",	 "-m",	      "0",	"-N", inodes,		"-O",
 				 "^has_journal", "-L",	      labelopt, "-E", "root_owner=0:0", "-d",
 				 (char *)tree,	 (char *)out, NULL };
-		r = image_run(argv, envp, NULL, NULL, err);
+		r = image_run_timed(argv, envp, NULL, NULL, err, EXT4_TOOL_TIMEOUT_S);
 		if (r != 0) {
 			diag_tool(diag, "mkfs.ext4", r, err);
 			r = r < 0 ? r : -EIO;
@@ -261,7 +303,7 @@ int ext4_build(const char *tree, const char *out, const char *label, ext4_meta_f
 	if (w.st.fixups > 0) {
 		char *argv[] = { debugfs, "-w", "-f", script, (char *)out, NULL };
 		buf_reset(err);
-		r = image_run(argv, envp, NULL, NULL, err);
+		r = image_run_timed(argv, envp, NULL, NULL, err, EXT4_TOOL_TIMEOUT_S);
 		if (r != 0 || debugfs_failed(err)) {
 			diag_tool(diag, "debugfs", r, err);
 			r = r < 0 ? r : -EIO;

@@ -13,13 +13,25 @@
  *      root-owned tree built as root this is only setuid/setgid/sticky
  *      bits and modes the builder widened; as non-root, every owner).
  * Paths go to debugfs double-quoted (a '"' doubled); names with control
- * characters are refused because debugfs reads its script line by line.
+ * characters, and names too long for one debugfs script line
+ * (EXT4_DEBUGFS_MAX_LINE), are refused because debugfs reads its script line
+ * by line. Each tool runs under a deadline (EXT4_TOOL_TIMEOUT_S).
  * The file system has no journal (it is mounted read-only) and no reserved
  * blocks; its size is the tree's plus a margin (EXT4_MIN_BYTES at least).
  */
 
 #define EXT4_MIN_BYTES ((uint64_t)16 << 20)
 #define EXT4_MAX_BYTES ((uint64_t)64 << 30)
+/* Wall-clock deadline of each of mkfs.ext4 and debugfs; past it the tool is killed and the build refused. */
+#define EXT4_TOOL_TIMEOUT_S 600
+/*
+ * debugfs reads its script with fgets into a char[BUFSIZ] (8192 with glibc):
+ * a longer line is cut and its rest run as a second command. A line is
+ * "sif " + the quoted path + " mode 0100644\n" (the reserve), so a name
+ * whose quoted form does not leave room for it is refused.
+ */
+#define EXT4_DEBUGFS_MAX_LINE 8191
+#define EXT4_DEBUGFS_CMD_RESERVE 32
 
 /* Returns true and fills *ret when rel ("" root, "usr/bin/x") has a wanted owner/mode. */
 typedef bool (*ext4_meta_fn)(void *userdata, const char *rel, struct flatten_meta *ret);

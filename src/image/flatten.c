@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "banned.h"
+#include "crypto.h"
 #include "image/flatten.h"
 #include "log.h"
 #include "path.h"
@@ -16,7 +17,11 @@
 struct meta_node {
 	char *path; /* first member: tsearch compares by it */
 	struct flatten_meta m;
+	uint64_t children; /* a directory: names created in it (an over-count after whiteouts, on the safe side) */
 };
+
+/* What one side-table node costs besides its path: the node, the tsearch node, two malloc headers. */
+#define META_NODE_OVERHEAD 64
 
 struct flatten {
 	int rootfd;
@@ -24,6 +29,10 @@ struct flatten {
 	void *meta; /* tsearch tree of struct meta_node */
 	uint64_t entries;
 	uint64_t bytes;
+	uint64_t table_bytes; /* the side table's memory (paths plus META_NODE_OVERHEAD each) */
+	const char *cap_why; /* set when the side table or a directory refused to grow: points to cap_msg */
+	char cap_msg[160];
+	char last_diff_id[IMAGE_DIGEST_LEN + 1];
 	unsigned layer;
 	uid_t disk_uid;
 };
@@ -48,6 +57,14 @@ static int meta_set(struct flatten *f, const char *rel, const struct flatten_met
 		(*found)->m = *m;
 		return 0;
 	}
+	if (f->table_bytes + strlen(rel) + 1 + META_NODE_OVERHEAD > f->lim.max_path_bytes) {
+		(void)snprintf(f->cap_msg, sizeof(f->cap_msg),
+			       "the image's paths take more than %llu MiB in the owner/mode table "
+			       "(FLATTEN_MAX_PATH_BYTES)",
+			       (unsigned long long)(f->lim.max_path_bytes >> 20));
+		f->cap_why = f->cap_msg;
+		return -E2BIG;
+	}
 	n = calloc(1, sizeof(*n));
 	if (!n) {
 		return -ENOMEM;
@@ -58,7 +75,50 @@ static int meta_set(struct flatten *f, const char *rel, const struct flatten_met
 		meta_node_free(n);
 		return -ENOMEM;
 	}
+	f->table_bytes += strlen(rel) + 1 + META_NODE_OVERHEAD;
 	return 0;
+}
+
+static struct meta_node *meta_node_get(struct flatten *f, const char *rel)
+{
+	struct meta_node key = { .path = (char *)rel }, **found = tfind(&key, &f->meta, meta_cmp);
+	return found ? *found : NULL;
+}
+
+/* A name was created in the directory parent: refuse past the per-directory cap. */
+static int dir_child_added(struct flatten *f, const char *parent)
+{
+	struct meta_node *n = meta_node_get(f, parent);
+	if (!n) {
+		return 0; /* every directory the flattener creates has a node; a missing one is not counted */
+	}
+	if (n->children + 1 > f->lim.max_dir_entries) {
+		(void)snprintf(f->cap_msg, sizeof(f->cap_msg),
+			       "more than %llu entries in one directory (FLATTEN_MAX_DIR_ENTRIES): mkfs.ext4 and "
+			       "debugfs slow down quadratically with it",
+			       (unsigned long long)f->lim.max_dir_entries);
+		f->cap_why = f->cap_msg;
+		return -E2BIG;
+	}
+	n->children++;
+	return 0;
+}
+
+/* rel is a new, empty directory (its node may be a stale one of a removed tree). */
+static void dir_fresh(struct flatten *f, const char *rel)
+{
+	struct meta_node *n = meta_node_get(f, rel);
+	if (n) {
+		n->children = 0;
+	}
+}
+
+static void dir_child_removed(struct flatten *f, const char *parent)
+{
+	struct meta_node *n = meta_node_get(f, parent);
+	if (n && n->children > 0) {
+		n->children--;
+	}
 }
 
 bool flatten_meta_get(struct flatten *f, const char *rel, struct flatten_meta *ret)
@@ -90,6 +150,13 @@ int flatten_new(int rootfd, const struct flatten_limits *lim, struct flatten **r
 	}
 	f->rootfd = rootfd;
 	f->lim = lim ? *lim : FLATTEN_LIMITS_DEFAULT;
+	/* a caller that sets only some caps gets the defaults for the others */
+	if (!f->lim.max_dir_entries) {
+		f->lim.max_dir_entries = FLATTEN_MAX_DIR_ENTRIES;
+	}
+	if (!f->lim.max_path_bytes) {
+		f->lim.max_path_bytes = FLATTEN_MAX_PATH_BYTES;
+	}
 	f->disk_uid = geteuid();
 	/* the root of an image is root-owned 0755 unless a layer says otherwise */
 	r = meta_set(f, "", &(struct flatten_meta){ .uid = 0, .gid = 0, .mode = S_IFDIR | 0755 });
@@ -125,10 +192,16 @@ static int normalize_name(const char *name, char **ret, const char **why)
 		*why = "entry without a name";
 		return -EBADMSG;
 	}
+	/*
+	 * "./x" is how tar writes relative names; "./" followed by more slashes
+	 * (".//etc/x") is "/etc/x" with a "." in front, an absolute name in
+	 * disguise, and refused like one.
+	 */
 	while (name[0] == '.' && name[1] == '/') {
 		name += 2;
-		while (*name == '/') {
-			name++;
+		if (name[0] == '/') {
+			*why = "absolute path";
+			return -EINVAL;
 		}
 	}
 	if (name[0] == '/') {
@@ -202,6 +275,20 @@ static int open_dir(struct flatten *f, const char *rel, bool create, int *ret_fd
 			if (r < 0) {
 				return r;
 			}
+			dir_fresh(f, prefix);
+			{
+				const char *slash = strrchr(prefix, '/');
+				if (slash) {
+					prefix[slash - prefix] = '\0';
+				} else {
+					prefix[0] = '\0';
+				}
+				r = dir_child_added(f, prefix);
+				if (r < 0) {
+					*why = f->cap_why;
+					return r;
+				}
+			}
 			nfd = openat(fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		}
 		if (nfd < 0) {
@@ -230,48 +317,179 @@ static void split(const char *rel, char **ret_parent, const char **ret_base)
 	*ret_base = slash ? slash + 1 : rel;
 }
 
-static struct archive *open_archive(void)
-{
-	struct archive *a = archive_read_new();
-	if (!a) {
-		return NULL;
-	}
-	/* only what OCI layers use: plain, gzip or zstd tar (and the empty layer) */
-	if (archive_read_support_filter_gzip(a) < ARCHIVE_WARN || archive_read_support_filter_zstd(a) < ARCHIVE_WARN ||
-	    archive_read_support_format_tar(a) != ARCHIVE_OK || archive_read_support_format_empty(a) != ARCHIVE_OK) {
-		archive_read_free(a);
-		return NULL;
-	}
-	return a;
-}
-
 struct source {
 	int fd;
 	const void *p;
 	size_t n;
 };
 
-static int source_open(const struct source *s, struct archive **ret)
+/*
+ * One read of a layer: an outer libarchive reader that only decompresses
+ * (gzip, zstd or none, "raw" format), and the tar reader on top of it, fed
+ * through reader_pull so that every uncompressed byte is hashed once, as it
+ * goes by: the diff_id is checked without decompressing the layer again.
+ */
+struct reader {
+	struct archive *outer;
+	struct archive *tar;
+	struct sha256_ctx *sha;
+	uint64_t n; /* uncompressed bytes so far */
+	uint64_t max;
+	bool outer_eof;
+	bool too_big;
+	uint8_t buf[65536];
+};
+
+static la_ssize_t reader_pull(struct archive *a, void *ud, const void **ret)
 {
-	struct archive *a = open_archive();
+	struct reader *rd = ud;
+	la_ssize_t k;
+	if (rd->outer_eof) {
+		return 0;
+	}
+	k = archive_read_data(rd->outer, rd->buf, sizeof(rd->buf));
+	if (k < 0) {
+		archive_set_error(a, EIO, "%s",
+				  archive_error_string(rd->outer) ? archive_error_string(rd->outer)
+								  : "cannot decompress");
+		return -1;
+	}
+	if (k == 0) {
+		rd->outer_eof = true;
+		return 0;
+	}
+	rd->n += (uint64_t)k;
+	if (rd->n > rd->max) {
+		rd->too_big = true;
+		archive_set_error(a, EFBIG, "uncompressed layer larger than the cap");
+		return -1;
+	}
+	if (sha256_update(rd->sha, rd->buf, (size_t)k) < 0) {
+		archive_set_error(a, ENOMEM, "sha256");
+		return -1;
+	}
+	*ret = rd->buf;
+	return k;
+}
+
+static void reader_free(struct reader *rd)
+{
+	if (!rd) {
+		return;
+	}
+	if (rd->tar) {
+		archive_read_free(rd->tar);
+	}
+	if (rd->outer) {
+		archive_read_free(rd->outer);
+	}
+	sha256_free(rd->sha);
+	free(rd);
+}
+
+static int reader_open(struct flatten *f, const struct source *s, struct reader **ret)
+{
+	struct reader *rd = calloc(1, sizeof(*rd));
 	int r;
-	if (!a) {
+	if (!rd) {
 		return -ENOMEM;
 	}
+	rd->max = f->lim.max_total_bytes + FLATTEN_MAX_TAR_OVERHEAD;
+	r = sha256_new(&rd->sha);
+	if (r < 0) {
+		goto fail;
+	}
+	rd->outer = archive_read_new();
+	rd->tar = archive_read_new();
+	if (!rd->outer || !rd->tar) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	/* only what OCI layers use: plain, gzip or zstd tar (and the empty layer) */
+	if (archive_read_support_filter_gzip(rd->outer) < ARCHIVE_WARN ||
+	    archive_read_support_filter_zstd(rd->outer) < ARCHIVE_WARN ||
+	    archive_read_support_format_raw(rd->outer) != ARCHIVE_OK ||
+	    archive_read_support_format_empty(rd->outer) != ARCHIVE_OK ||
+	    archive_read_support_format_tar(rd->tar) != ARCHIVE_OK ||
+	    archive_read_support_format_empty(rd->tar) != ARCHIVE_OK) {
+		r = -ENOMEM;
+		goto fail;
+	}
 	if (s->p) {
-		r = archive_read_open_memory(a, s->p, s->n);
+		r = archive_read_open_memory(rd->outer, s->p, s->n);
 	} else {
 		if (lseek(s->fd, 0, SEEK_SET) < 0) {
-			archive_read_free(a);
-			return negative_errno();
+			r = negative_errno();
+			goto fail;
 		}
-		r = archive_read_open_fd(a, s->fd, 65536);
+		r = archive_read_open_fd(rd->outer, s->fd, 65536);
 	}
 	if (r != ARCHIVE_OK) {
-		archive_read_free(a);
+		r = -EBADMSG;
+		goto fail;
+	}
+	{
+		struct archive_entry *e;
+		int ar = archive_read_next_header(rd->outer, &e);
+		if (ar == ARCHIVE_EOF) {
+			rd->outer_eof = true; /* a zero-byte layer */
+		} else if (ar != ARCHIVE_OK && ar != ARCHIVE_WARN) {
+			r = -EBADMSG;
+			goto fail;
+		}
+	}
+	if (archive_read_open(rd->tar, rd, NULL, reader_pull, NULL) != ARCHIVE_OK) {
+		r = rd->too_big ? -EFBIG : -EBADMSG;
+		goto fail;
+	}
+	*ret = rd;
+	return 0;
+fail:
+	reader_free(rd);
+	return r;
+}
+
+/*
+ * After the tar reader stopped: hash what follows its end-of-archive blocks
+ * (the diff_id covers the whole uncompressed stream) and compare. expect
+ * NULL: not checked.
+ */
+static int reader_verify(struct flatten *f, struct reader *rd, const char *expect, struct image_diag *diag)
+{
+	const void *p;
+	uint8_t md[SHA256_LEN];
+	char got[IMAGE_DIGEST_LEN + 1];
+	la_ssize_t k;
+	int r;
+
+	while ((k = reader_pull(rd->tar, rd, &p)) > 0) {
+	}
+	if (k < 0) {
+		if (rd->too_big) {
+			image_diag_set(diag,
+				       "layer %u: uncompressed stream larger than the total cap plus tar overhead "
+				       "(FLATTEN_MAX_TOTAL_BYTES + FLATTEN_MAX_TAR_OVERHEAD)",
+				       f->layer);
+			return -EFBIG;
+		}
+		image_diag_set(diag, "layer %u: unreadable archive: %s", f->layer,
+			       archive_error_string(rd->tar) ? archive_error_string(rd->tar) : "?");
 		return -EBADMSG;
 	}
-	*ret = a;
+	r = sha256_final(rd->sha, md);
+	if (r < 0) {
+		return r;
+	}
+	memcpy(got, "sha256:", 7);
+	sha256_digest_hex(md, got + 7);
+	if (expect && strcmp(expect, got) != 0) {
+		image_diag_set(diag,
+			       "layer %u: its uncompressed content is %s but the image config's rootfs.diff_ids[%u] "
+			       "is %s: the layer does not belong to this image (refused, nothing cached)",
+			       f->layer, got, f->layer - 1, expect);
+		return -EBADMSG;
+	}
+	memcpy(f->last_diff_id, got, sizeof(got));
 	return 0;
 }
 
@@ -297,15 +515,17 @@ static int next_header(struct archive *a, struct archive_entry **e, struct flatt
 }
 
 /* Pass 1: whiteouts remove what lower layers put there; this layer's own entries come after. */
-static int apply_whiteouts(struct flatten *f, const struct source *src, struct image_diag *diag)
+static int apply_whiteouts(struct flatten *f, const struct source *src, const char *diff_id, struct image_diag *diag)
 {
-	struct archive *a = NULL;
+	struct reader *rd = NULL;
+	struct archive *a;
 	struct archive_entry *e;
-	int r = source_open(src, &a);
+	int r = reader_open(f, src, &rd);
 	if (r < 0) {
 		image_diag_set(diag, "layer %u: not a tar, tar.gz or tar.zst archive", f->layer);
 		return r;
 	}
+	a = rd->tar;
 	for (;;) {
 		_cleanup_free_ char *rel = NULL, *parent = NULL;
 		_cleanup_close_ int pfd = -1;
@@ -346,6 +566,7 @@ static int apply_whiteouts(struct flatten *f, const struct source *src, struct i
 		}
 		if (strcmp(base, ".wh..wh..opq") == 0) {
 			DIR *d = fdopendir(fcntl(pfd, F_DUPFD_CLOEXEC, 3));
+			dir_fresh(f, parent);
 			struct dirent *de;
 			if (!d) {
 				r = negative_errno();
@@ -374,12 +595,22 @@ static int apply_whiteouts(struct flatten *f, const struct source *src, struct i
 			r = -EINVAL;
 			break;
 		}
+		{
+			struct stat st;
+			if (fstatat(pfd, base + 4, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+				dir_child_removed(f, parent);
+			}
+		}
 		r = image_rm_rf_at(pfd, base + 4);
 		if (r < 0) {
 			break;
 		}
 	}
-	archive_read_free(a);
+	/* the whole layer was read: its digest is known before any of its entries is written */
+	if (r == 0) {
+		r = reader_verify(f, rd, diff_id, diag);
+	}
+	reader_free(rd);
 	return r;
 }
 
@@ -481,6 +712,12 @@ static int apply_entry(struct flatten *f, struct archive *a, struct archive_entr
 		if (r < 0) {
 			return r;
 		}
+	} else {
+		r = dir_child_added(f, parent);
+		if (r < 0) {
+			diag_entry(f, diag, name, f->cap_why);
+			return r;
+		}
 	}
 	if (hl) {
 		_cleanup_free_ char *trel = NULL, *tparent = NULL;
@@ -556,24 +793,32 @@ static int apply_entry(struct flatten *f, struct archive *a, struct archive_entr
 	default:
 		return 0;
 	}
-	return meta_set(f, rel, &m);
+	r = meta_set(f, rel, &m);
+	if (r == 0 && type == AE_IFDIR) {
+		dir_fresh(f, rel);
+	}
+	return r;
 }
 
-static int flatten_layer(struct flatten *f, const struct source *src, struct image_diag *diag)
+static int flatten_layer(struct flatten *f, const struct source *src, const char *diff_id, struct image_diag *diag)
 {
-	struct archive *a = NULL;
+	struct reader *rd = NULL;
+	struct archive *a;
 	struct archive_entry *e;
 	int r;
 
 	f->layer++;
-	r = apply_whiteouts(f, src, diag);
+	f->cap_why = NULL;
+	r = apply_whiteouts(f, src, diff_id, diag);
 	if (r < 0) {
 		return r;
 	}
-	r = source_open(src, &a);
+	r = reader_open(f, src, &rd);
 	if (r < 0) {
+		image_diag_set(diag, "layer %u: not a tar, tar.gz or tar.zst archive", f->layer);
 		return r;
 	}
+	a = rd->tar;
 	for (;;) {
 		r = next_header(a, &e, f, diag);
 		if (r <= 0) {
@@ -583,23 +828,32 @@ static int flatten_layer(struct flatten *f, const struct source *src, struct ima
 		if (r < 0) {
 			if (!diag || !diag->msg[0]) {
 				const char *n = archive_entry_pathname(e);
-				diag_entry(f, diag, n, tk_strerror(r));
+				diag_entry(f, diag, n, f->cap_why ? f->cap_why : tk_strerror(r));
 			}
 			break;
 		}
 	}
-	archive_read_free(a);
+	/* read again for the entries: checked again, so the bytes written are the bytes verified */
+	if (r == 0) {
+		r = reader_verify(f, rd, diff_id, diag);
+	}
+	reader_free(rd);
 	return r;
 }
 
-int flatten_layer_fd(struct flatten *f, int fd, struct image_diag *diag)
+int flatten_layer_fd(struct flatten *f, int fd, const char *diff_id, struct image_diag *diag)
 {
 	struct source s = { .fd = fd };
-	return flatten_layer(f, &s, diag);
+	return flatten_layer(f, &s, diff_id, diag);
 }
 
-int flatten_layer_mem(struct flatten *f, const void *p, size_t n, struct image_diag *diag)
+int flatten_layer_mem(struct flatten *f, const void *p, size_t n, const char *diff_id, struct image_diag *diag)
 {
 	struct source s = { .fd = -1, .p = p ? p : "", .n = n };
-	return flatten_layer(f, &s, diag);
+	return flatten_layer(f, &s, diff_id, diag);
+}
+
+const char *flatten_last_diff_id(const struct flatten *f)
+{
+	return f->last_diff_id;
 }

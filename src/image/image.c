@@ -85,7 +85,7 @@ int image_result_load(const char *json_path, struct image_result *ret)
 	    (r = json_parse_strict(buf_ptr(b), buf_len(b), &jo, &root)) < 0) {
 		return r;
 	}
-	if (json_get_string(root, "schema", &schema) < 0 || strcmp(schema, "tkbox.image.v1") != 0 ||
+	if (json_get_string(root, "schema", &schema) < 0 || strcmp(schema, IMAGE_JSON_SCHEMA) != 0 ||
 	    json_get_string(root, "rootfs", &rootfs) < 0 || strcmp(rootfs, "rootfs.ext4") != 0 ||
 	    json_get_array(root, "env", &env) < 0) {
 		return -EBADMSG;
@@ -144,6 +144,10 @@ struct build {
 	const char *canonical;
 	const char *platform;
 	char manifest_digest[IMAGE_DIGEST_LEN + 1];
+	char root_key[IMAGE_DIGEST_LEN + 1]; /* what the root is built from: image_cache_root_key */
+	char (*added)[IMAGE_DIGEST_LEN + 1]; /* blobs a local source added (removed again on failure) */
+	size_t n_added;
+	uint64_t imported; /* bytes imported from a local source */
 	struct image_manifest m; /* kind IMAGE */
 	struct image_config cfg;
 	bool fetched;
@@ -154,20 +158,54 @@ static bool meta_cb(void *ud, const char *rel, struct flatten_meta *ret)
 	return flatten_meta_get(ud, rel, ret);
 }
 
-static int root_relpath(const char *config, const char *file, char **ret)
+/* key: a root key ("sha256:<hex>" from image_cache_root_key), never a config digest alone. */
+static int root_relpath(const char *key, const char *file, char **ret)
 {
-	if (asprintf(ret, "roots/%s%s%s", config + 7, file ? "/" : "", file ? file : "") < 0) {
+	if (!image_digest_valid(key)) {
+		return -EINVAL;
+	}
+	if (asprintf(ret, IMAGE_CACHE_ROOTS "/%s%s%s", key + 7, file ? "/" : "", file ? file : "") < 0) {
 		return -ENOMEM;
 	}
 	return 0;
 }
 
-static bool root_exists(struct image_cache *c, const char *config)
+static bool root_exists(struct image_cache *c, const char *key)
 {
 	_cleanup_free_ char *rel = NULL;
 	struct stat st;
-	return root_relpath(config, "image.json", &rel) == 0 && fstatat(c->dirfd, rel, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	return root_relpath(key, "image.json", &rel) == 0 && fstatat(c->dirfd, rel, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
 	       S_ISREG(st.st_mode);
+}
+
+/* b->root_key from b->m: the config and every layer blob, in order. */
+static int set_root_key(struct build *b)
+{
+	const char *layers[IMAGE_MAX_LAYERS];
+	if (b->m.n_layers > IMAGE_MAX_LAYERS) {
+		return -E2BIG;
+	}
+	for (size_t i = 0; i < b->m.n_layers; i++) {
+		layers[i] = b->m.layers[i].digest;
+	}
+	return image_cache_root_key(b->m.config.digest, layers, b->m.n_layers, b->root_key);
+}
+
+/* The blobs of one image, as its manifest declares them: at most IMAGE_MAX_IMAGE_BYTES in all. */
+static int check_total_size(struct build *b)
+{
+	uint64_t total = b->m.config.size > 0 ? (uint64_t)b->m.config.size : 0;
+	for (size_t i = 0; i < b->m.n_layers; i++) {
+		total += b->m.layers[i].size > 0 ? (uint64_t)b->m.layers[i].size : 0;
+	}
+	if (total > IMAGE_MAX_IMAGE_BYTES) {
+		image_diag_set(b->o->diag,
+			       "the image's blobs total %llu bytes, more than %llu (IMAGE_MAX_IMAGE_BYTES); nothing "
+			       "was imported",
+			       (unsigned long long)total, (unsigned long long)IMAGE_MAX_IMAGE_BYTES);
+		return -EFBIG;
+	}
+	return 0;
 }
 
 static int write_image_json(struct build *b, int dirfd, uint64_t rootfs_bytes)
@@ -192,10 +230,11 @@ static int write_image_json(struct build *b, int dirfd, uint64_t rootfs_bytes)
 			return -EBADMSG; /* not UTF-8: jansson refuses it */
 		}
 	}
-	o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:O, s:O, s:s?, s:s?, s:s, s:I}", "schema", "tkbox.image.v1", "ref",
-		      b->canonical, "platform", b->platform, "manifest", b->manifest_digest, "config",
-		      b->m.config.digest, "layers", layers, "env", env, "working_dir", b->cfg.working_dir, "user",
-		      b->cfg.user, "rootfs", "rootfs.ext4", "rootfs_bytes", (json_int_t)rootfs_bytes);
+	o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:O, s:O, s:s?, s:s?, s:s, s:I}", "schema", IMAGE_JSON_SCHEMA,
+		      "ref", b->canonical, "platform", b->platform, "manifest", b->manifest_digest, "config",
+		      b->m.config.digest, "root", b->root_key, "layers", layers, "env", env, "working_dir",
+		      b->cfg.working_dir, "user", b->cfg.user, "rootfs", "rootfs.ext4", "rootfs_bytes",
+		      (json_int_t)rootfs_bytes);
 	if (!o) {
 		return -EBADMSG;
 	}
@@ -251,7 +290,8 @@ static int build_root(struct build *b)
 		if (b->o->progress_fd >= 0) {
 			dprintf(b->o->progress_fd, "\r\033[Kunpacking layer %zu/%zu", i + 1, b->m.n_layers);
 		}
-		r = flatten_layer_fd(f, lfd, diag);
+		/* the layer must be the one the config names: poisoning the cache needs a layer that is not */
+		r = flatten_layer_fd(f, lfd, b->cfg.diff_ids[i], diag);
 		if (r < 0) {
 			goto out;
 		}
@@ -282,14 +322,14 @@ static int build_root(struct build *b)
 		image_diag_set(diag, "cannot write image.json: %s", tk_strerror(r));
 		goto out;
 	}
-	r = root_relpath(b->m.config.digest, NULL, &finalrel);
+	r = root_relpath(b->root_key, NULL, &finalrel);
 	if (r < 0) {
 		goto out;
 	}
 	if (renameat(b->cache->dirfd, tmprel, b->cache->dirfd, finalrel) < 0) {
 		r = negative_errno();
 		if (r == -EEXIST || r == -ENOTEMPTY) {
-			r = 0; /* another builder finished the same config first: theirs is identical */
+			r = 0; /* another builder finished the same blobs first: theirs is identical */
 		}
 		goto out;
 	}
@@ -326,16 +366,30 @@ static int finish(struct build *b, struct image_result *ret)
 	struct image_cache_ref rec;
 	int r;
 
-	if (!root_exists(b->cache, b->m.config.digest)) {
+	r = set_root_key(b);
+	if (r < 0) {
+		return r;
+	}
+	if (!root_exists(b->cache, b->root_key)) {
 		r = image_cache_read_blob(b->cache, b->m.config.digest, IMAGE_MAX_CONFIG_BYTES, &cb);
 		if (r < 0) {
 			image_diag_set(diag, "image config %s: %s", b->m.config.digest, tk_strerror(r));
 			return r;
 		}
-		r = image_config_parse(buf_ptr(cb), buf_len(cb), &b->cfg);
+		r = image_config_parse(buf_ptr(cb), buf_len(cb), &b->cfg, diag);
 		if (r < 0) {
-			image_diag_set(diag, "image config %s: %s", b->m.config.digest, tk_strerror(r));
+			if (diag && !diag->msg[0]) {
+				image_diag_set(diag, "image config %s: %s", b->m.config.digest, tk_strerror(r));
+			}
 			return r;
+		}
+		if (b->cfg.n_diff_ids != b->m.n_layers) {
+			image_diag_set(
+				diag,
+				"the manifest lists %zu layers but the image config's rootfs.diff_ids lists %zu: "
+				"the config does not describe these layers",
+				b->m.n_layers, b->cfg.n_diff_ids);
+			return -EBADMSG;
 		}
 		r = platform_matches(&b->cfg, b->platform);
 		if (r < 0) {
@@ -351,11 +405,12 @@ static int finish(struct build *b, struct image_result *ret)
 	}
 	memcpy(rec.manifest, b->manifest_digest, sizeof(rec.manifest));
 	memcpy(rec.config, b->m.config.digest, sizeof(rec.config));
+	memcpy(rec.root, b->root_key, sizeof(rec.root));
 	r = image_cache_ref_put(b->cache, b->canonical, b->platform, &rec);
 	if (r < 0) {
 		return r;
 	}
-	if (root_relpath(b->m.config.digest, "image.json", &json_rel) < 0 ||
+	if (root_relpath(b->root_key, "image.json", &json_rel) < 0 ||
 	    asprintf(&json_path, "%s/%s", b->cache->root, json_rel) < 0) {
 		return -ENOMEM;
 	}
@@ -393,6 +448,7 @@ static int resolve_registry(struct build *b, const struct image_ref *ref)
 	_cleanup_free_ char *ctype = NULL;
 	_cleanup_free_ char *os = NULL, *arch = NULL, *variant = NULL;
 	struct image_manifest top = { 0 };
+	struct image_diag why = { .msg = "" };
 	char digest[IMAGE_DIGEST_LEN + 1];
 	int r;
 
@@ -409,9 +465,9 @@ static int resolve_registry(struct build *b, const struct image_ref *ref)
 	if (r < 0) {
 		goto out;
 	}
-	r = image_manifest_parse(buf_ptr(body), buf_len(body), ctype, &top);
+	r = image_manifest_parse(buf_ptr(body), buf_len(body), ctype, &top, &why);
 	if (r < 0) {
-		image_diag_set(diag, "manifest of %s: %s", b->canonical, tk_strerror(r));
+		image_diag_set(diag, "manifest of %s: %s", b->canonical, why.msg[0] ? why.msg : tk_strerror(r));
 		goto out;
 	}
 	r = store_bytes(b->cache, body, digest);
@@ -435,12 +491,18 @@ static int resolve_registry(struct build *b, const struct image_ref *ref)
 		if (r < 0) {
 			goto out;
 		}
-		r = image_manifest_parse(buf_ptr(body), buf_len(body), ctype, &b->m);
+		r = image_manifest_parse(buf_ptr(body), buf_len(body), ctype, &b->m, &why);
 		if (r >= 0 && b->m.kind != IMAGE_MANIFEST_IMAGE) {
-			r = -EBADMSG; /* an index inside an index from a registry: not followed */
+			/* an index inside an index from a registry: not followed */
+			image_diag_set(diag,
+				       "%s: the index entry for %s (%s) is itself an index; tkbox follows one level "
+				       "from a registry (pull the platform's manifest by digest)",
+				       b->canonical, b->platform, sub);
+			r = -EPROTONOSUPPORT;
+			goto out;
 		}
 		if (r < 0) {
-			image_diag_set(diag, "manifest %s: %s", sub, tk_strerror(r));
+			image_diag_set(diag, "manifest %s: %s", sub, why.msg[0] ? why.msg : tk_strerror(r));
 			goto out;
 		}
 		r = store_bytes(b->cache, body, digest);
@@ -452,7 +514,15 @@ static int resolve_registry(struct build *b, const struct image_ref *ref)
 		top = (struct image_manifest){ 0 };
 	}
 	memcpy(b->manifest_digest, digest, sizeof(digest));
-	if (!root_exists(b->cache, b->m.config.digest)) {
+	r = check_total_size(b);
+	if (r < 0) {
+		goto out;
+	}
+	r = set_root_key(b);
+	if (r < 0) {
+		goto out;
+	}
+	if (!root_exists(b->cache, b->root_key)) {
 		r = registry_get_blob(reg, &b->m.config, b->cache, diag);
 		for (size_t i = 0; r >= 0 && i < b->m.n_layers; i++) {
 			registry_set_progress_label(reg, (unsigned)i + 1, (unsigned)b->m.n_layers);
@@ -471,28 +541,90 @@ out:
 
 /* ---- local sources ---- */
 
-static int import_fd(struct image_cache *c, int fd, const char *expect, uint64_t max, char ret[IMAGE_DIGEST_LEN + 1])
+/*
+ * Blobs a local source added to the cache during this resolve: removed again
+ * when it fails, so a refused archive leaves nothing behind.
+ */
+static int note_added(struct build *b, const char *digest)
+{
+	char(*nv)[IMAGE_DIGEST_LEN + 1];
+	if (b->n_added >= IMAGE_MAX_LAYERS + 16) {
+		return -E2BIG;
+	}
+	nv = realloc(b->added, (b->n_added + 1) * sizeof(*nv));
+	if (!nv) {
+		return -ENOMEM;
+	}
+	b->added = nv;
+	memcpy(b->added[b->n_added++], digest, IMAGE_DIGEST_LEN + 1);
+	return 0;
+}
+
+static void drop_added(struct build *b)
+{
+	for (size_t i = 0; i < b->n_added; i++) {
+		_cleanup_free_ char *rel = NULL;
+		if (image_cache_blob_relpath(b->added[i], &rel) == 0) {
+			(void)unlinkat(b->cache->dirfd, rel, 0);
+		}
+	}
+	b->n_added = 0;
+}
+
+/* Count bytes imported from a local source against IMAGE_MAX_IMAGE_BYTES. */
+static int charge_import(struct build *b, uint64_t n)
+{
+	b->imported += n;
+	if (b->imported > IMAGE_MAX_IMAGE_BYTES) {
+		image_diag_set(b->o->diag,
+			       "the image's blobs in the local source exceed %llu bytes (IMAGE_MAX_IMAGE_BYTES); "
+			       "nothing was kept",
+			       (unsigned long long)IMAGE_MAX_IMAGE_BYTES);
+		return -EFBIG;
+	}
+	return 0;
+}
+
+/* Read from fd or an archive member into a blob (expect NULL: content-addressed). */
+static int import_stream(struct build *b, int fd, struct archive *a, const char *expect, uint64_t max,
+			 char ret[IMAGE_DIGEST_LEN + 1])
 {
 	struct blob_writer w;
-	int r = blob_writer_begin(&w, c, expect, max);
+	int r = blob_writer_begin(&w, b->cache, expect, max);
 	if (r < 0) {
 		return r;
 	}
 	for (;;) {
 		uint8_t tmp[65536];
-		ssize_t n = RETRY_EINTR(read(fd, tmp, sizeof(tmp)));
-		if (n < 0) {
-			r = negative_errno();
-			break;
+		ssize_t n;
+		if (a) {
+			la_ssize_t k = archive_read_data(a, tmp, sizeof(tmp));
+			n = k < 0 ? -1 : (ssize_t)k;
+			if (k < 0) {
+				r = -EBADMSG;
+				break;
+			}
+		} else {
+			n = RETRY_EINTR(read(fd, tmp, sizeof(tmp)));
+			if (n < 0) {
+				r = negative_errno();
+				break;
+			}
 		}
 		if (n == 0) {
 			r = blob_writer_commit(&w);
 			break;
 		}
-		r = blob_writer_write(&w, tmp, (size_t)n);
+		r = charge_import(b, (uint64_t)n);
+		if (r >= 0) {
+			r = blob_writer_write(&w, tmp, (size_t)n);
+		}
 		if (r < 0) {
 			break;
 		}
+	}
+	if (r >= 0 && !w.existed) {
+		r = note_added(b, w.digest);
 	}
 	if (r >= 0 && ret) {
 		memcpy(ret, w.digest, IMAGE_DIGEST_LEN + 1);
@@ -501,44 +633,22 @@ static int import_fd(struct image_cache *c, int fd, const char *expect, uint64_t
 	return r;
 }
 
-static int import_archive_entry(struct image_cache *c, struct archive *a, const char *expect, uint64_t max,
-				char ret[IMAGE_DIGEST_LEN + 1])
-{
-	struct blob_writer w;
-	int r = blob_writer_begin(&w, c, expect, max);
-	if (r < 0) {
-		return r;
-	}
-	for (;;) {
-		uint8_t tmp[65536];
-		la_ssize_t n = archive_read_data(a, tmp, sizeof(tmp));
-		if (n < 0) {
-			r = -EBADMSG;
-			break;
-		}
-		if (n == 0) {
-			r = blob_writer_commit(&w);
-			break;
-		}
-		r = blob_writer_write(&w, tmp, (size_t)n);
-		if (r < 0) {
-			break;
-		}
-	}
-	if (r >= 0) {
-		memcpy(ret, w.digest, IMAGE_DIGEST_LEN + 1);
-	}
-	blob_writer_abort(&w);
-	return r;
-}
-
-/* A name -> digest table of what a local archive held (small: one image). */
+/*
+ * What a local archive holds: its members' names, links and sizes, read in a
+ * first pass that imports nothing. Blobs are then imported by arc_import,
+ * only those the index (or manifest.json) reaches.
+ */
 struct arc_file {
 	char *name;
 	char *link; /* symlink target resolved to an archive path, or NULL */
-	char digest[IMAGE_DIGEST_LEN + 1];
+	uint64_t size;
+	size_t ord; /* position among the archive's headers */
+	bool want; /* import it in the next arc_import pass */
+	char expect[IMAGE_DIGEST_LEN + 1]; /* "": content-addressed */
+	char digest[IMAGE_DIGEST_LEN + 1]; /* "" until imported */
 };
 struct arc {
+	const char *path;
 	struct arc_file *v;
 	size_t n;
 	struct buf *index_json;
@@ -558,20 +668,18 @@ static void arc_release(struct arc *x)
 	*x = (struct arc){ 0 };
 }
 
-static const char *arc_lookup(const struct arc *x, const char *name)
+/* The regular member a name (or a chain of at most 8 links) leads to; the last of equal names wins. */
+static struct arc_file *arc_find(struct arc *x, const char *name)
 {
 	for (unsigned hops = 0; hops < 8; hops++) {
-		const struct arc_file *f = NULL;
+		struct arc_file *f = NULL;
 		for (size_t i = 0; i < x->n; i++) {
 			if (strcmp(x->v[i].name, name) == 0) {
 				f = &x->v[i];
 			}
 		}
-		if (!f) {
-			return NULL;
-		}
-		if (!f->link) {
-			return f->digest;
+		if (!f || !f->link) {
+			return f;
 		}
 		name = f->link;
 	}
@@ -624,12 +732,9 @@ static char *resolve_link(const char *name, const char *target)
 	return out;
 }
 
-static int read_archive(struct image_cache *c, const char *path, struct arc *x, struct image_diag *diag)
+static int arc_open(const char *path, struct archive **ret, struct image_diag *diag)
 {
 	struct archive *a = archive_read_new();
-	struct archive_entry *e;
-	int r = 0;
-
 	if (!a) {
 		return -ENOMEM;
 	}
@@ -641,34 +746,57 @@ static int read_archive(struct image_cache *c, const char *path, struct arc *x, 
 		archive_read_free(a);
 		return -ENOENT;
 	}
-	for (;;) {
-		int ar = archive_read_next_header(a, &e);
+	*ret = a;
+	return 0;
+}
+
+static int arc_next(struct archive *a, struct archive_entry **e, struct image_diag *diag)
+{
+	int ar = archive_read_next_header(a, e);
+	if (ar == ARCHIVE_EOF) {
+		return 0;
+	}
+	if (ar != ARCHIVE_OK && ar != ARCHIVE_WARN) {
+		image_diag_set(diag, "unreadable archive: %s", archive_error_string(a) ? archive_error_string(a) : "?");
+		return -EBADMSG;
+	}
+	return 1;
+}
+
+/* Pass 1: the member table, index.json and manifest.json; nothing is imported. */
+static int arc_scan(const char *path, struct arc *x, struct image_diag *diag)
+{
+	struct archive *a = NULL;
+	struct archive_entry *e;
+	int r = arc_open(path, &a, diag);
+	if (r < 0) {
+		return r;
+	}
+	x->path = path;
+	for (size_t ord = 0;; ord++) {
 		_cleanup_free_ char *name = NULL;
 		struct arc_file *nv;
-		if (ar == ARCHIVE_EOF) {
+		mode_t type;
+		r = arc_next(a, &e, diag);
+		if (r <= 0) {
 			break;
 		}
-		if (ar != ARCHIVE_OK && ar != ARCHIVE_WARN) {
-			image_diag_set(diag, "unreadable archive: %s",
-				       archive_error_string(a) ? archive_error_string(a) : "?");
-			r = -EBADMSG;
-			break;
+		type = archive_entry_filetype(e);
+		if (type != AE_IFREG && type != AE_IFLNK) {
+			continue;
 		}
 		name = strip_dot(archive_entry_pathname(e) ? archive_entry_pathname(e) : "");
 		if (!name) {
 			r = -ENOMEM;
 			break;
 		}
-		if (archive_entry_filetype(e) != AE_IFREG && archive_entry_filetype(e) != AE_IFLNK) {
-			continue;
-		}
 		if (x->n >= IMAGE_MAX_ARCHIVE_FILES) {
-			image_diag_set(diag, "archive holds more than %d files", IMAGE_MAX_ARCHIVE_FILES);
+			image_diag_set(diag, "archive holds more than %d files (IMAGE_MAX_ARCHIVE_FILES)",
+				       IMAGE_MAX_ARCHIVE_FILES);
 			r = -E2BIG;
 			break;
 		}
-		if (archive_entry_filetype(e) == AE_IFREG &&
-		    (strcmp(name, "index.json") == 0 || strcmp(name, "manifest.json") == 0)) {
+		if (type == AE_IFREG && (strcmp(name, "index.json") == 0 || strcmp(name, "manifest.json") == 0)) {
 			struct buf **slot = name[0] == 'i' ? &x->index_json : &x->manifest_json;
 			uint8_t tmp[65536];
 			la_ssize_t n;
@@ -690,28 +818,16 @@ static int read_archive(struct image_cache *c, const char *path, struct arc *x, 
 			break;
 		}
 		x->v = nv;
-		x->v[x->n] = (struct arc_file){ 0 };
-		if (archive_entry_filetype(e) == AE_IFLNK) {
+		x->v[x->n] = (struct arc_file){ .ord = ord };
+		if (type == AE_IFLNK) {
 			x->v[x->n].link = resolve_link(name, archive_entry_symlink(e) ? archive_entry_symlink(e) : "/");
 			if (!x->v[x->n].link) {
 				continue; /* a link out of the archive: never used */
 			}
 		} else {
-			/* blobs/sha256/<hex> must hash to <hex>; other files are content-addressed as read */
-			char expect[IMAGE_DIGEST_LEN + 8];
-			bool named = strncmp(name, "blobs/sha256/", 13) == 0;
-			(void)snprintf(expect, sizeof(expect), "sha256:%s", named ? name + 13 : "");
-			if (named && !image_digest_valid(expect)) {
-				named = false;
-			}
-			r = import_archive_entry(c, a, named ? expect : NULL, (uint64_t)IMAGE_MAX_BLOB_SIZE,
-						 x->v[x->n].digest);
-			if (r < 0) {
-				char q[LOG_QUOTE_BUFSIZE];
-				image_diag_set(diag, "archive member %s: %s", log_quote(name, strlen(name), q),
-					       r == -EBADMSG ? "does not match its digest" : tk_strerror(r));
-				break;
-			}
+			x->v[x->n].size = archive_entry_size_is_set(e) && archive_entry_size(e) > 0
+						  ? (uint64_t)archive_entry_size(e)
+						  : 0;
 		}
 		x->v[x->n].name = steal_ptr(name);
 		x->n++;
@@ -720,12 +836,117 @@ static int read_archive(struct image_cache *c, const char *path, struct arc *x, 
 	return r;
 }
 
+/* Mark the member name leads to for import; expect NULL: content-addressed. */
+static struct arc_file *arc_want(struct arc *x, const char *name, const char *expect)
+{
+	struct arc_file *f = arc_find(x, name);
+	if (!f) {
+		return NULL;
+	}
+	f->want = true;
+	if (expect) {
+		memcpy(f->expect, expect, IMAGE_DIGEST_LEN + 1);
+	}
+	return f;
+}
+
+/* One pass: import every wanted member not yet imported, and nothing else. */
+static int arc_import(struct build *b, struct arc *x)
+{
+	struct image_diag *diag = b->o->diag;
+	struct archive *a = NULL;
+	struct archive_entry *e;
+	size_t pending = 0;
+	int r;
+
+	for (size_t i = 0; i < x->n; i++) {
+		pending += x->v[i].want && !x->v[i].digest[0];
+	}
+	if (pending == 0) {
+		return 0;
+	}
+	r = arc_open(x->path, &a, diag);
+	if (r < 0) {
+		return r;
+	}
+	for (size_t ord = 0; pending > 0; ord++) {
+		struct arc_file *f = NULL;
+		r = arc_next(a, &e, diag);
+		if (r <= 0) {
+			break;
+		}
+		for (size_t i = 0; i < x->n; i++) {
+			if (x->v[i].ord == ord && x->v[i].want && !x->v[i].digest[0] && !x->v[i].link) {
+				f = &x->v[i];
+			}
+		}
+		if (!f) {
+			continue;
+		}
+		r = import_stream(b, -1, a, f->expect[0] ? f->expect : NULL, f->size, f->digest);
+		if (r < 0) {
+			char q[LOG_QUOTE_BUFSIZE];
+			if (diag && !diag->msg[0]) {
+				image_diag_set(diag, "archive member %s: %s", log_quote(f->name, strlen(f->name), q),
+					       r == -EBADMSG ? "does not match its digest" : tk_strerror(r));
+			}
+			break;
+		}
+		pending--;
+	}
+	archive_read_free(a);
+	if (r >= 0 && pending > 0) {
+		image_diag_set(diag, "the archive changed while it was read");
+		r = -EBADMSG;
+	}
+	return r < 0 ? r : 0;
+}
+
+/* How select_from_index gets a manifest blob that is not in the cache yet. */
+typedef int (*fetch_fn)(struct build *b, void *ud, const char *digest, uint64_t max);
+
+static int fetch_from_layout(struct build *b, void *ud, const char *digest, uint64_t max)
+{
+	int layoutfd = *(int *)ud;
+	_cleanup_free_ char *rel = NULL;
+	_cleanup_close_ int fd = -1;
+	int r = image_cache_blob_relpath(digest, &rel);
+	if (r < 0) {
+		return r;
+	}
+	fd = openat(layoutfd, rel, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		return negative_errno();
+	}
+	return import_stream(b, fd, NULL, digest, max, NULL);
+}
+
+static int fetch_from_archive(struct build *b, void *ud, const char *digest, uint64_t max)
+{
+	struct arc *x = ud;
+	_cleanup_free_ char *rel = NULL;
+	struct arc_file *f;
+	int r = image_cache_blob_relpath(digest, &rel);
+	if (r < 0) {
+		return r;
+	}
+	f = arc_want(x, rel, digest);
+	if (!f) {
+		return -ENOENT;
+	}
+	if (f->size > max) {
+		return -E2BIG;
+	}
+	return arc_import(b, x);
+}
+
 /* Pick a manifest from an OCI layout index (following nested indexes) and load it into b->m. */
-static int select_from_index(struct build *b, const struct buf *index, const char *name, int layoutfd)
+static int select_from_index(struct build *b, const struct buf *index, const char *name, fetch_fn fetch, void *ud)
 {
 	struct image_diag *diag = b->o->diag;
 	_cleanup_free_ char *os = NULL, *arch = NULL, *variant = NULL;
 	struct image_manifest idx = { 0 };
+	struct image_diag why = { .msg = "" };
 	_cleanup_buf_ struct buf *doc = NULL;
 	char digest[IMAGE_DIGEST_LEN + 1];
 	size_t pick = 0;
@@ -735,16 +956,19 @@ static int select_from_index(struct build *b, const struct buf *index, const cha
 	if (r < 0) {
 		return r;
 	}
-	r = image_manifest_parse(buf_ptr(index), buf_len(index), MT_OCI_INDEX, &idx);
+	r = image_manifest_parse(buf_ptr(index), buf_len(index), MT_OCI_INDEX, &idx, &why);
 	if (r < 0 || idx.kind != IMAGE_MANIFEST_INDEX) {
-		image_diag_set(diag, "index.json: %s", tk_strerror(r < 0 ? r : -EBADMSG));
+		image_diag_set(diag, "index.json: %s",
+			       r < 0 ? (why.msg[0] ? why.msg : tk_strerror(r))
+				     : "an image manifest where the layout's index belongs");
 		image_manifest_release(&idx);
 		return r < 0 ? r : -EBADMSG;
 	}
 	for (unsigned depth = 0;; depth++) {
 		bool found = false;
 		if (depth > 4 || idx.n_manifests == 0) {
-			image_diag_set(diag, "no usable manifest in the OCI layout");
+			image_diag_set(diag, depth > 4 ? "indexes nested deeper than 4 levels in the OCI layout"
+						       : "no usable manifest in the OCI layout");
 			r = -ENOENT;
 			break;
 		}
@@ -756,7 +980,9 @@ static int select_from_index(struct build *b, const struct buf *index, const cha
 				}
 			}
 			if (!found) {
-				image_diag_set(diag, "no image named %s in the OCI layout", name);
+				char q[LOG_QUOTE_BUFSIZE];
+				image_diag_set(diag, "no image named %s in the OCI layout",
+					       log_quote(name, strlen(name), q));
 				r = -ENOENT;
 				break;
 			}
@@ -771,16 +997,16 @@ static int select_from_index(struct build *b, const struct buf *index, const cha
 			pick = 0;
 		}
 		memcpy(digest, idx.manifests[pick].digest, sizeof(digest));
-		if (layoutfd >= 0 && !image_cache_has_blob(b->cache, digest)) {
-			_cleanup_free_ char *rel = NULL;
-			_cleanup_close_ int fd = -1;
-			if ((r = image_cache_blob_relpath(digest, &rel)) < 0) {
-				break;
-			}
-			fd = openat(layoutfd, rel, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-			r = fd < 0 ? negative_errno() : import_fd(b->cache, fd, digest, IMAGE_MAX_MANIFEST_BYTES, NULL);
+		if (!image_cache_has_blob(b->cache, digest)) {
+			r = fetch(b, ud, digest, IMAGE_MAX_MANIFEST_BYTES);
 			if (r < 0) {
-				image_diag_set(diag, "manifest %s: %s", digest, tk_strerror(r));
+				if (diag && !diag->msg[0]) {
+					image_diag_set(diag, "manifest %s: %s", digest,
+						       r == -EBADMSG  ? "its bytes do not hash to the digest the index "
+									"names (the layout is corrupt or was altered)"
+						       : r == -ENOENT ? "missing from the layout"
+								      : tk_strerror(r));
+				}
 				break;
 			}
 		}
@@ -788,13 +1014,16 @@ static int select_from_index(struct build *b, const struct buf *index, const cha
 		doc = NULL;
 		r = image_cache_read_blob(b->cache, digest, IMAGE_MAX_MANIFEST_BYTES, &doc);
 		if (r < 0) {
-			image_diag_set(diag, "manifest %s: %s", digest, r == -ENOENT ? "missing" : tk_strerror(r));
+			image_diag_set(diag, "manifest %s: %s", digest,
+				       r == -ENOENT    ? "missing"
+				       : r == -EBADMSG ? "its bytes do not hash to the digest the index names"
+						       : tk_strerror(r));
 			break;
 		}
 		image_manifest_release(&idx);
-		r = image_manifest_parse(buf_ptr(doc), buf_len(doc), NULL, &idx);
+		r = image_manifest_parse(buf_ptr(doc), buf_len(doc), NULL, &idx, &why);
 		if (r < 0) {
-			image_diag_set(diag, "manifest %s: %s", digest, tk_strerror(r));
+			image_diag_set(diag, "manifest %s: %s", digest, why.msg[0] ? why.msg : tk_strerror(r));
 			break;
 		}
 		if (idx.kind == IMAGE_MANIFEST_IMAGE) {
@@ -813,25 +1042,24 @@ static int import_layout_blobs(struct build *b, int layoutfd)
 {
 	const struct image_descriptor *all[IMAGE_MAX_LAYERS + 1];
 	size_t n = 0;
+	int r = check_total_size(b);
+	if (r < 0) {
+		return r;
+	}
 	all[n++] = &b->m.config;
 	for (size_t i = 0; i < b->m.n_layers; i++) {
 		all[n++] = &b->m.layers[i];
 	}
 	for (size_t i = 0; i < n; i++) {
-		_cleanup_free_ char *rel = NULL;
-		_cleanup_close_ int fd = -1;
-		int r;
 		if (image_cache_has_blob(b->cache, all[i]->digest)) {
 			continue;
 		}
-		if ((r = image_cache_blob_relpath(all[i]->digest, &rel)) < 0) {
-			return r;
-		}
-		fd = openat(layoutfd, rel, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-		r = fd < 0 ? negative_errno() : import_fd(b->cache, fd, all[i]->digest, (uint64_t)all[i]->size, NULL);
+		r = fetch_from_layout(b, &layoutfd, all[i]->digest, (uint64_t)all[i]->size);
 		if (r < 0) {
-			image_diag_set(b->o->diag, "blob %s: %s", all[i]->digest,
-				       r == -EBADMSG ? "does not match its digest" : tk_strerror(r));
+			if (!b->o->diag || !b->o->diag->msg[0]) {
+				image_diag_set(b->o->diag, "blob %s: %s", all[i]->digest,
+					       r == -EBADMSG ? "does not match its digest" : tk_strerror(r));
+			}
 			return r;
 		}
 	}
@@ -858,41 +1086,63 @@ static int resolve_oci_dir(struct build *b, const struct image_ref *ref)
 	if (r < 0) {
 		return r;
 	}
-	r = select_from_index(b, index, ref->name, dfd);
+	r = select_from_index(b, index, ref->name, fetch_from_layout, &dfd);
 	if (r < 0) {
 		return r;
+	}
+	if (set_root_key(b) == 0 && root_exists(b->cache, b->root_key)) {
+		return 0; /* built from these very blobs before: nothing to import */
 	}
 	return import_layout_blobs(b, dfd);
 }
 
-static int check_local_blobs(struct build *b)
-{
-	if (!image_cache_has_blob(b->cache, b->m.config.digest)) {
-		image_diag_set(b->o->diag, "the archive lacks the config blob %s", b->m.config.digest);
-		return -ENOENT;
-	}
-	for (size_t i = 0; i < b->m.n_layers; i++) {
-		if (!image_cache_has_blob(b->cache, b->m.layers[i].digest)) {
-			image_diag_set(b->o->diag, "the archive lacks layer %s", b->m.layers[i].digest);
-			return -ENOENT;
-		}
-	}
-	return 0;
-}
-
 static int resolve_oci_archive(struct build *b, const struct image_ref *ref)
 {
+	struct image_diag *diag = b->o->diag;
 	struct arc x = { 0 };
-	int r = read_archive(b->cache, ref->path, &x, b->o->diag);
+	int r = arc_scan(ref->path, &x, diag);
 	if (r >= 0 && !x.index_json) {
-		image_diag_set(b->o->diag, "oci-archive: no index.json in the archive");
+		image_diag_set(diag, "oci-archive: no index.json in the archive");
 		r = -ENOENT;
 	}
 	if (r >= 0) {
-		r = select_from_index(b, x.index_json, ref->name, -1);
+		r = select_from_index(b, x.index_json, ref->name, fetch_from_archive, &x);
 	}
 	if (r >= 0) {
-		r = check_local_blobs(b);
+		r = check_total_size(b);
+	}
+	if (r >= 0 && set_root_key(b) == 0 && root_exists(b->cache, b->root_key)) {
+		arc_release(&x);
+		return 0; /* built from these very blobs before: nothing to import */
+	}
+	/* the config and the layers the chosen manifest names, in one more pass; nothing else */
+	for (size_t i = 0; r >= 0 && i <= b->m.n_layers; i++) {
+		const struct image_descriptor *d = i == 0 ? &b->m.config : &b->m.layers[i - 1];
+		_cleanup_free_ char *rel = NULL;
+		struct arc_file *f;
+		if (image_cache_has_blob(b->cache, d->digest)) {
+			continue;
+		}
+		r = image_cache_blob_relpath(d->digest, &rel);
+		if (r < 0) {
+			break;
+		}
+		f = arc_want(&x, rel, d->digest);
+		if (!f) {
+			image_diag_set(diag, "oci-archive: the archive lacks %s %s", i == 0 ? "the config" : "layer",
+				       d->digest);
+			r = -ENOENT;
+			break;
+		}
+		if (f->size != (uint64_t)d->size) {
+			image_diag_set(diag, "oci-archive: blob %s is %llu bytes, the manifest says %lld", d->digest,
+				       (unsigned long long)f->size, (long long)d->size);
+			r = -EBADMSG;
+			break;
+		}
+	}
+	if (r >= 0) {
+		r = arc_import(b, &x);
 	}
 	arc_release(&x);
 	return r;
@@ -905,9 +1155,11 @@ static int resolve_docker_archive(struct build *b, const struct image_ref *ref)
 	_cleanup_json_ json_t *root = NULL;
 	struct image_diag *diag = b->o->diag;
 	struct arc x = { 0 };
+	struct arc_file *cf, *lf[IMAGE_MAX_LAYERS];
 	json_t *img, *layers;
-	const char *cfgname, *d;
-	int r = read_archive(b->cache, ref->path, &x, diag);
+	const char *cfgname;
+	size_t nl;
+	int r = arc_scan(ref->path, &x, diag);
 
 	if (r < 0) {
 		goto out;
@@ -936,33 +1188,53 @@ static int resolve_docker_archive(struct build *b, const struct image_ref *ref)
 		r = -EBADMSG;
 		goto out;
 	}
-	d = arc_lookup(&x, cfgname);
-	if (!d) {
+	nl = json_array_size(layers);
+	/* blobs/sha256/<hex> must hash to <hex>; the legacy names are content-addressed as read */
+	cf = arc_want(&x, cfgname, NULL);
+	if (!cf) {
 		image_diag_set(diag, "docker-archive: config file missing from the archive");
 		r = -ENOENT;
 		goto out;
 	}
-	b->m.kind = IMAGE_MANIFEST_IMAGE;
-	memcpy(b->m.config.digest, d, IMAGE_DIGEST_LEN + 1);
-	b->m.layers = calloc(json_array_size(layers) + 1, sizeof(*b->m.layers));
-	if (!b->m.layers) {
-		r = -ENOMEM;
-		goto out;
-	}
-	for (size_t i = 0; i < json_array_size(layers); i++) {
+	for (size_t i = 0; i < nl; i++) {
 		const char *ln = json_string_value(json_array_get(layers, i));
-		const char *ld = ln ? arc_lookup(&x, ln) : NULL;
-		if (!ld) {
+		lf[i] = ln ? arc_want(&x, ln, NULL) : NULL;
+		if (!lf[i]) {
 			image_diag_set(diag, "docker-archive: layer %zu missing from the archive", i + 1);
 			r = -ENOENT;
 			goto out;
 		}
-		memcpy(b->m.layers[i].digest, ld, IMAGE_DIGEST_LEN + 1);
+	}
+	for (size_t i = 0; i < x.n; i++) {
+		char expect[IMAGE_DIGEST_LEN + 8];
+		if (!x.v[i].want || strncmp(x.v[i].name, "blobs/sha256/", 13) != 0) {
+			continue;
+		}
+		(void)snprintf(expect, sizeof(expect), "sha256:%s", x.v[i].name + 13);
+		if (image_digest_valid(expect)) {
+			memcpy(x.v[i].expect, expect, IMAGE_DIGEST_LEN + 1);
+		}
+	}
+	r = arc_import(b, &x);
+	if (r < 0) {
+		goto out;
+	}
+	b->m.kind = IMAGE_MANIFEST_IMAGE;
+	memcpy(b->m.config.digest, cf->digest, IMAGE_DIGEST_LEN + 1);
+	b->m.config.size = (int64_t)cf->size;
+	b->m.layers = calloc(nl + 1, sizeof(*b->m.layers));
+	if (!b->m.layers) {
+		r = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < nl; i++) {
+		memcpy(b->m.layers[i].digest, lf[i]->digest, IMAGE_DIGEST_LEN + 1);
+		b->m.layers[i].size = (int64_t)lf[i]->size;
 		b->m.n_layers = i + 1;
 	}
 	/* no registry manifest exists: the config digest identifies the image */
 	memcpy(b->manifest_digest, b->m.config.digest, IMAGE_DIGEST_LEN + 1);
-	r = check_local_blobs(b);
+	r = 0;
 out:
 	arc_release(&x);
 	return r;
@@ -1028,9 +1300,9 @@ int image_resolve(const struct image_opts *o, const char *refstr, struct image_r
 				goto out;
 			}
 		}
-		if (image_cache_ref_get(cache, canonical, b.platform, &rec) == 0 && root_exists(cache, rec.config)) {
+		if (image_cache_ref_get(cache, canonical, b.platform, &rec) == 0 && root_exists(cache, rec.root)) {
 			_cleanup_free_ char *rel = NULL, *path = NULL;
-			if (root_relpath(rec.config, "image.json", &rel) < 0 ||
+			if (root_relpath(rec.root, "image.json", &rel) < 0 ||
 			    asprintf(&path, "%s/%s", cache->root, rel) < 0) {
 				r = -ENOMEM;
 				goto out;
@@ -1072,108 +1344,15 @@ int image_resolve(const struct image_opts *o, const char *refstr, struct image_r
 	if (r < 0 && diag && !diag->msg[0]) {
 		image_diag_set(diag, "%s", tk_strerror(r));
 	}
+	if (r < 0) {
+		drop_added(&b); /* a refused local source leaves no blob behind */
+	}
 out:
+	free(b.added);
 	image_manifest_release(&b.m);
 	image_config_release(&b.cfg);
 	image_cache_free(cache);
 	image_ref_release(&ref);
-	return r;
-}
-
-#define IMAGE_EXEC_MAX_OUTPUT ((size_t)1 << 20)
-
-int image_resolve_exec(const char *exe, const struct image_opts *o, const char *ref, struct image_result *ret)
-{
-	static const char *const pass[] = { "HOME",	   "SSL_CERT_FILE", "SSL_CERT_DIR", "https_proxy",
-					    "HTTPS_PROXY", "no_proxy",	    "NO_PROXY" };
-	_cleanup_buf_ struct buf *out = NULL, *err = NULL;
-	_cleanup_free_ char *json = NULL;
-	char *argv[16], *envp[ARRAY_SIZE(pass) + 3];
-	char *envs[ARRAY_SIZE(pass)] = { 0 };
-	size_t na = 0, ne = 0;
-	bool from_cache = false;
-	int r;
-
-	if (!exe || !o->state_dir || !ref) {
-		return -EINVAL;
-	}
-	argv[na++] = (char *)exe;
-	argv[na++] = "images";
-	argv[na++] = "--state";
-	argv[na++] = (char *)o->state_dir;
-	if (o->platform) {
-		argv[na++] = "--platform";
-		argv[na++] = (char *)o->platform;
-	}
-	if (o->auth_file) {
-		argv[na++] = "--registry-auth";
-		argv[na++] = (char *)o->auth_file;
-	}
-	if (o->ca_file) {
-		argv[na++] = "--registry-ca";
-		argv[na++] = (char *)o->ca_file;
-	}
-	argv[na++] = "--";
-	argv[na++] = o->refresh ? "pull" : "resolve";
-	argv[na++] = (char *)ref;
-	argv[na] = NULL;
-	envp[ne++] = "PATH=/usr/sbin:/usr/bin:/sbin:/bin";
-	envp[ne++] = "LC_ALL=C";
-	for (size_t i = 0; i < ARRAY_SIZE(pass); i++) {
-		const char *v = getenv(pass[i]);
-		if (v && asprintf(&envs[i], "%s=%s", pass[i], v) >= 0) {
-			envp[ne++] = envs[i];
-		}
-	}
-	envp[ne] = NULL;
-	if ((r = buf_new(IMAGE_EXEC_MAX_OUTPUT, 0, &out)) < 0 || (r = buf_new(IMAGE_DIAG_MAX * 4, 0, &err)) < 0) {
-		goto out;
-	}
-	r = image_run(argv, envp, NULL, out, err);
-	if (r != 0) {
-		/* the child printed "tkbox images resolve REF: reason" (already quoted and capped) */
-		size_t n = buf_len(err);
-		while (n > 0 && buf_ptr(err)[n - 1] == '\n') {
-			n--;
-		}
-		{
-			/* keep the reason: drop the child's "tkbox images VERB \"REF\": " prefix */
-			const char *p = (const char *)buf_ptr(err), *m = p;
-			while ((m = memmem(m, (size_t)(p + n - m), "\": ", 3)) && m > p && m[-1] == '\\') {
-				m++;
-			}
-			if (m && n > 13 && strncmp(p, "tkbox images ", 13) == 0) {
-				n -= (size_t)(m + 3 - p);
-				p = m + 3;
-			}
-			image_diag_set(o->diag, "%.*s", (int)MIN(n, (size_t)IMAGE_DIAG_MAX - 1), p);
-		}
-		r = r < 0 ? r : -EIO;
-		goto out;
-	}
-	for (const char *p = (const char *)buf_ptr(out), *end = p + buf_len(out); p < end;) {
-		const char *nl = memchr(p, '\n', (size_t)(end - p));
-		size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
-		if (n > 11 && strncmp(p, "image_json ", 11) == 0 && !json) {
-			json = strndup(p + 11, n - 11);
-		} else if (n == 14 && strncmp(p, "from_cache yes", 14) == 0) {
-			from_cache = true;
-		}
-		p += n + 1;
-	}
-	if (!json) {
-		image_diag_set(o->diag, "the image resolver named no image.json");
-		r = -EPROTO;
-		goto out;
-	}
-	r = image_result_load(json, ret);
-	if (r >= 0) {
-		ret->from_cache = from_cache;
-	}
-out:
-	for (size_t i = 0; i < ARRAY_SIZE(envs); i++) {
-		free(envs[i]);
-	}
 	return r;
 }
 
@@ -1247,16 +1426,17 @@ struct list_ctx {
 static int list_one(void *ud, const char *file, json_t *j)
 {
 	struct list_ctx *l = ud;
-	const char *ref, *plat, *cfg;
+	const char *ref, *plat, *cfg, *root;
 	struct image_entry *nv, e = { 0 };
 	_cleanup_free_ char *rel = NULL;
 	struct stat st;
 	(void)file;
 	if (json_get_string(j, "ref", &ref) < 0 || json_get_string(j, "platform", &plat) < 0 ||
-	    json_get_string(j, "config", &cfg) < 0 || !image_digest_valid(cfg)) {
-		return 0;
+	    json_get_string(j, "config", &cfg) < 0 || !image_digest_valid(cfg) ||
+	    json_get_string(j, "root", &root) < 0) {
+		return 0; /* a record of the old layout (no "root"): its root is never used */
 	}
-	if (root_relpath(cfg, "rootfs.ext4", &rel) == 0 && fstatat(l->c->dirfd, rel, &st, 0) == 0) {
+	if (root_relpath(root, "rootfs.ext4", &rel) == 0 && fstatat(l->c->dirfd, rel, &st, 0) == 0) {
 		e.rootfs_bytes = (uint64_t)st.st_blocks * 512;
 	}
 	e.ref = strdup(ref);
@@ -1297,19 +1477,20 @@ int image_list(const char *state_dir, struct image_entry **ret, size_t *ret_n)
 
 struct rm_ctx {
 	struct image_cache *c;
-	const char *config;
+	const char *root;
 	uint64_t n;
 };
 
-static int rm_ref_of_config(void *ud, const char *file, json_t *j)
+/* Remove refs to x->root, or (x->root NULL) refs whose root is gone, old-layout records included. */
+static int rm_ref_of_root(void *ud, const char *file, json_t *j)
 {
 	struct rm_ctx *x = ud;
-	const char *cfg;
+	const char *root;
 	_cleanup_free_ char *rel = NULL;
-	if (json_get_string(j, "config", &cfg) < 0) {
-		return 0;
+	if (json_get_string(j, "root", &root) < 0) {
+		root = NULL;
 	}
-	if (x->config ? strcmp(cfg, x->config) == 0 : !root_exists(x->c, cfg)) {
+	if (x->root ? root && strcmp(root, x->root) == 0 : !root || !root_exists(x->c, root)) {
 		if (asprintf(&rel, "refs/%s", file) < 0) {
 			return -ENOMEM;
 		}
@@ -1354,7 +1535,7 @@ int image_remove(const char *state_dir, const char *refstr, const char *platform
 		image_diag_set(diag, "not in the cache");
 		goto out;
 	}
-	r = root_relpath(rec.config, NULL, &rel);
+	r = root_relpath(rec.root, NULL, &rel);
 	if (r < 0) {
 		goto out;
 	}
@@ -1363,8 +1544,8 @@ int image_remove(const char *state_dir, const char *refstr, const char *platform
 		goto out;
 	}
 	x.c = c;
-	x.config = rec.config;
-	r = for_each_ref(c, rm_ref_of_config, &x);
+	x.root = rec.root;
+	r = for_each_ref(c, rm_ref_of_root, &x);
 out:
 	image_cache_free(c);
 	return r;
@@ -1372,7 +1553,7 @@ out:
 
 static int collect_used(struct image_cache *c, json_t *used)
 {
-	_cleanup_close_ int rfd = openat(c->dirfd, "roots", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	_cleanup_close_ int rfd = openat(c->dirfd, IMAGE_CACHE_ROOTS, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	DIR *d;
 	struct dirent *de;
 	if (rfd < 0) {
@@ -1454,8 +1635,10 @@ int image_prune(const char *state_dir, struct image_prune_stats *ret)
 			(void)closedir(d);
 		}
 	}
+	/* roots of the old layout (keyed by config digest alone, built without the diff_id check): never trusted */
+	(void)image_rm_rf_at(c->dirfd, "roots");
 	x.c = c;
-	r = for_each_ref(c, rm_ref_of_config, &x);
+	r = for_each_ref(c, rm_ref_of_root, &x);
 	if (r < 0) {
 		goto out;
 	}

@@ -15,13 +15,24 @@
  * without any network access: tags are pinned to the digest recorded at
  * the first pull until `tkbox images pull REF` (opts.refresh) looks again.
  * Local sources (oci:, oci-archive:, docker-archive:) are read again each
- * time (offline), but their ext4 is reused when the config digest matches.
+ * time (offline), but their ext4 is reused when the root key matches.
  *
- * Each root directory roots/<config hex>/ holds rootfs.ext4 and image.json:
- *   {"schema":"tkbox.image.v1","ref":..,"platform":..,"manifest":"sha256:..",
- *    "config":"sha256:..","layers":["sha256:..",..],"env":[..],
+ * A root is keyed by what it was built from (image_cache_root_key: the
+ * config digest and every layer blob digest, in order), and every layer's
+ * uncompressed digest is checked against the config's rootfs.diff_ids while
+ * it is flattened: a root is only ever found under the key of the blobs
+ * that made it. Each root directory roots.v2/<key hex>/ holds rootfs.ext4 and
+ * image.json:
+ *   {"schema":"tkbox.image.v2","ref":..,"platform":..,"manifest":"sha256:..",
+ *    "config":"sha256:..","root":"sha256:<key>","layers":["sha256:..",..],"env":[..],
  *    "working_dir":"/..."|null,"user":".."|null,"rootfs":"rootfs.ext4","rootfs_bytes":N}
  */
+
+#define IMAGE_JSON_SCHEMA "tkbox.image.v2"
+/* The blobs of one image (config and layers, as declared or as imported from a local source). */
+#define IMAGE_MAX_IMAGE_BYTES ((uint64_t)32 << 30)
+/* Wall-clock deadline of the `tkbox images` child image_answer_exec runs (a whole pull and build). */
+#define IMAGE_RESOLVE_TIMEOUT_S 3600
 
 #define IMAGE_DEFAULT_PLATFORM "linux/amd64"
 #define IMAGE_MAX_IMAGE_JSON ((size_t)4 << 20)
@@ -39,7 +50,7 @@ struct image_opts {
 };
 
 struct image_result {
-	char *ext4_path; /* <state>/images/roots/<hex>/rootfs.ext4 */
+	char *ext4_path; /* <state>/images/roots.v2/<key hex>/rootfs.ext4 */
 	char *json_path; /* its image.json */
 	char *config_digest;
 	char *manifest_digest;
@@ -52,18 +63,6 @@ struct image_result {
 
 _wur_ int image_resolve(const struct image_opts *o, const char *ref, struct image_result *ret);
 void image_result_release(struct image_result *r);
-
-/*
- * image_resolve in a separate process, for callers that hold keys or
- * secrets (the daemon): the code that parses registry answers and layer
- * bytes then never shares their address space (docs/images.md). Runs
- * `EXE images --state S [--platform P] [--registry-auth F] [--registry-ca F]
- * -- resolve|pull REF` with a minimal environment and loads the image.json
- * it names. exe is the tkbox binary ("/proc/self/exe" from tkbox itself).
- * o->progress_fd and o->limits are not passed on. The child's error goes
- * to o->diag.
- */
-_wur_ int image_resolve_exec(const char *exe, const struct image_opts *o, const char *ref, struct image_result *ret);
 
 /* Read an image.json (as the daemon does) into a result. */
 _wur_ int image_result_load(const char *json_path, struct image_result *ret);

@@ -3,6 +3,8 @@
 #define TKBOX_IMAGE_MANIFEST_H
 
 #include "image/ref.h"
+#include "image/util.h"
+#include "vmm/agent-proto.h"
 
 /*
  * OCI / docker v2 image indexes, manifests and configs: pure parsers over
@@ -15,8 +17,15 @@
 #define IMAGE_MAX_CONFIG_BYTES ((size_t)8 << 20) /* an image config (history can be long) */
 #define IMAGE_MAX_LAYERS 256 /* layers in one manifest */
 #define IMAGE_MAX_INDEX_ENTRIES 1024 /* manifests in one index */
-#define IMAGE_MAX_ENV 4096 /* Env entries in a config */
+/*
+ * Env entries in a config. A box boots with at most BOOT_MAX_ENV entries
+ * (src/vmm/agent-proto.h), the image's first and then the daemon's defaults
+ * and `tkbox run --env` (DOOR_MAX_ENV, 256): half of the boot budget goes to
+ * the image, so an image that pulls always boots. Checked at pull time.
+ */
+#define IMAGE_MAX_ENV (BOOT_MAX_ENV / 2)
 #define IMAGE_MAX_ENV_ENTRY 65536 /* bytes in one Env entry */
+#define IMAGE_MAX_CONFIG_STRING 4096 /* bytes in WorkingDir or User */
 #define IMAGE_MAX_BLOB_SIZE ((int64_t)16 << 30) /* one layer blob as the manifest declares it */
 #define IMAGE_MAX_JSON_DEPTH 32
 
@@ -49,8 +58,13 @@ struct image_manifest {
 	size_t n_manifests;
 };
 
-/* content_type: the HTTP Content-Type when known, used when the document has no mediaType; may be NULL. */
-_wur_ int image_manifest_parse(const void *p, size_t n, const char *content_type, struct image_manifest *ret);
+/*
+ * content_type: the HTTP Content-Type when known, used when the document has
+ * no mediaType; may be NULL. diag (may be NULL) gets the reason, naming the
+ * member ("layers[2].size ...").
+ */
+_wur_ int image_manifest_parse(const void *p, size_t n, const char *content_type, struct image_manifest *ret,
+			       struct image_diag *diag);
 void image_manifest_release(struct image_manifest *m);
 
 /*
@@ -67,10 +81,17 @@ struct image_config {
 	char *user; /* NULL when unset */
 	char *os;
 	char *arch;
+	char (*diff_ids)[IMAGE_DIGEST_LEN + 1]; /* rootfs.diff_ids: each layer's uncompressed digest, in order */
 	size_t n_diff_ids;
 };
 
-_wur_ int image_config_parse(const void *p, size_t n, struct image_config *ret);
+/*
+ * Refused with a reason naming the field in diag (may be NULL): a WorkingDir
+ * that is not absolute or holds "." or "..", control characters in
+ * WorkingDir, User or an Env entry, an Env entry that is not NAME=value, more
+ * than IMAGE_MAX_ENV entries, a diff_id that is not a sha256 digest.
+ */
+_wur_ int image_config_parse(const void *p, size_t n, struct image_config *ret, struct image_diag *diag);
 void image_config_release(struct image_config *c);
 
 /* "linux/amd64", "linux/arm64", "linux/arm64/v8" -> parts (new strings). -EINVAL otherwise. */

@@ -6,8 +6,10 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 
 #include "banned.h"
 #include "image/util.h"
@@ -54,17 +56,30 @@ static int drain(int fd, struct buf *b, bool *open)
 	return buf_put(b, tmp, (size_t)n);
 }
 
-int image_run(char *const argv[], char *const envp[], const char *cwd, struct buf *out, struct buf *err)
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	(void)clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int image_run_timed(char *const argv[], char *const envp[], const char *cwd, struct buf *out, struct buf *err,
+		    unsigned timeout_s)
 {
 	int po[2] = { -1, -1 }, pe[2] = { -1, -1 };
-	int r = 0, status;
-	bool oo, eo;
-	pid_t pid;
+	int r = 0, status = 0;
+	bool oo, eo, reaped = false;
+	int64_t deadline;
+	pid_t pid, parent = getpid();
 
+	if (timeout_s == 0) {
+		return -EINVAL;
+	}
 	if (pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0) {
 		r = negative_errno();
 		goto out_close;
 	}
+	deadline = now_ms() + (int64_t)timeout_s * 1000;
 	pid = fork();
 	if (pid < 0) {
 		r = negative_errno();
@@ -72,6 +87,10 @@ int image_run(char *const argv[], char *const envp[], const char *cwd, struct bu
 	}
 	if (pid == 0) {
 		int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
+		/* killed with us: a tool never outlives the deadline of the process that ran it */
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent) {
+			_exit(127);
+		}
 		if (nul < 0 || dup2(nul, 0) < 0 || dup2(out ? po[1] : nul, 1) < 0 || dup2(err ? pe[1] : nul, 2) < 0) {
 			_exit(127);
 		}
@@ -86,10 +105,18 @@ int image_run(char *const argv[], char *const envp[], const char *cwd, struct bu
 	po[1] = pe[1] = -1;
 	oo = out != NULL;
 	eo = err != NULL;
-	while (oo || eo) {
+	while (oo || eo || !reaped) {
 		struct pollfd pf[2] = { { .fd = oo ? po[0] : -1, .events = POLLIN },
 					{ .fd = eo ? pe[0] : -1, .events = POLLIN } };
-		if (RETRY_EINTR(poll(pf, 2, -1)) < 0) {
+		int64_t left = deadline - now_ms();
+		int pr;
+		if (left <= 0) {
+			r = -ETIME;
+			break;
+		}
+		/* the pipes say when output ends; the exit itself is looked for every 50 ms */
+		pr = RETRY_EINTR(poll(pf, 2, (int)MIN(left, (oo || eo) && reaped ? left : 50)));
+		if (pr < 0) {
 			r = negative_errno();
 			break;
 		}
@@ -105,12 +132,23 @@ int image_run(char *const argv[], char *const envp[], const char *cwd, struct bu
 				break;
 			}
 		}
+		if (!reaped) {
+			pid_t w = RETRY_EINTR(waitpid(pid, &status, WNOHANG));
+			if (w < 0) {
+				r = negative_errno();
+				reaped = true; /* nothing left to wait for */
+				break;
+			}
+			reaped = w == pid;
+		}
 	}
-	if (r < 0) {
-		(void)kill(pid, SIGKILL);
-	}
-	if (RETRY_EINTR(waitpid(pid, &status, 0)) < 0 && r >= 0) {
-		r = negative_errno();
+	if (!reaped) {
+		if (r < 0) {
+			(void)kill(pid, SIGKILL);
+		}
+		if (RETRY_EINTR(waitpid(pid, &status, 0)) < 0 && r >= 0) {
+			r = negative_errno();
+		}
 	}
 	if (r >= 0) {
 		r = WIFEXITED(status) ? WEXITSTATUS(status) : -ECHILD;
@@ -121,6 +159,11 @@ out_close:
 		closep(&pe[i]);
 	}
 	return r;
+}
+
+int image_run(char *const argv[], char *const envp[], const char *cwd, struct buf *out, struct buf *err)
+{
+	return image_run_timed(argv, envp, cwd, out, err, IMAGE_RUN_TIMEOUT_S);
 }
 
 static int fd_of(DIR *d)

@@ -28,6 +28,16 @@ void image_diag_set(struct image_diag *d, const char *fmt, ...) _printf_(2, 3);
  */
 _wur_ int image_run(char *const argv[], char *const envp[], const char *cwd, struct buf *out, struct buf *err);
 
+/*
+ * image_run with a wall-clock deadline of timeout_s seconds (> 0): past it
+ * the tool is killed (SIGKILL) and -ETIME is returned; the caller's message
+ * names its limit. Every tool also dies with the process that ran it
+ * (PR_SET_PDEATHSIG). image_run uses IMAGE_RUN_TIMEOUT_S.
+ */
+#define IMAGE_RUN_TIMEOUT_S 900
+_wur_ int image_run_timed(char *const argv[], char *const envp[], const char *cwd, struct buf *out, struct buf *err,
+			  unsigned timeout_s);
+
 /* Remove name beneath dirfd and everything below it, never following a symlink. ENOENT is success. */
 _wur_ int image_rm_rf_at(int dirfd, const char *name);
 

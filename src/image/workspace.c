@@ -36,7 +36,7 @@ static bool is_example(const char *b, size_t n)
 const char *workspace_credential_rule(const char *rel)
 {
 	/* a directory anywhere in the path that holds credentials as a whole */
-	static const char *const dirs[] = { ".ssh", ".aws", ".azure", ".gnupg", ".password-store" };
+	static const char *const dirs[] = { ".ssh", ".aws", ".azure", ".gnupg", ".password-store", "credentials" };
 	/* exact file names */
 	static const char *const names[] = {
 		".netrc",
@@ -56,6 +56,15 @@ const char *workspace_credential_rule(const char *rel)
 		"kubeconfig",
 		"application_default_credentials.json",
 		"credentials.toml",
+		"credentials", /* .aws/credentials, .cargo/credentials, a bare credentials file anywhere */
+		"auth.json", /* Composer, podman/skopeo/containers registry logins */
+		".terraformrc",
+		"terraform.rc",
+		"rclone.conf",
+		".bash_history",
+		".zsh_history",
+		".psql_history",
+		".mysql_history",
 	};
 	/* file name suffixes */
 	static const char *const suffixes[] = {
@@ -98,9 +107,16 @@ const char *workspace_credential_rule(const char *rel)
 	if (ns >= 2 && seg_is(segs[ns - 2], lens[ns - 2], ".kube") && seg_is(b, bn, "config")) {
 		return ".kube/config";
 	}
-	if (ns >= 2 && (seg_is(segs[ns - 2], lens[ns - 2], ".cargo") || seg_is(segs[ns - 2], lens[ns - 2], ".gem")) &&
-	    seg_is(b, bn, "credentials")) {
-		return "credentials";
+	if (ns >= 3 && seg_is(segs[ns - 3], lens[ns - 3], ".config") && seg_is(segs[ns - 2], lens[ns - 2], "gh") &&
+	    seg_is(b, bn, "hosts.yml")) {
+		return ".config/gh/hosts.yml";
+	}
+	if (ns >= 2 && seg_is(segs[ns - 2], lens[ns - 2], ".m2") &&
+	    (seg_is(b, bn, "settings.xml") || seg_is(b, bn, "settings-security.xml"))) {
+		return ".m2/settings.xml";
+	}
+	if (ns >= 2 && seg_is(segs[ns - 2], lens[ns - 2], ".gradle") && seg_is(b, bn, "gradle.properties")) {
+		return ".gradle/gradle.properties";
 	}
 	if (bn >= 4 && strncasecmp(b, ".env", 4) == 0 && !is_example(b, bn)) {
 		return ".env*";
@@ -128,6 +144,105 @@ const char *workspace_credential_rule(const char *rel)
 		return "*credentials*.json";
 	}
 	return NULL;
+}
+
+const char workspace_link_to_credential[] = "symbolic link to a credential file";
+
+const char *workspace_link_rule(const char *rel, const char *target)
+{
+	_cleanup_free_ char *res = NULL, *probe = NULL;
+	const char *slash = strrchr(rel, '/'), *rule;
+	size_t len = slash ? (size_t)(slash - rel) : 0;
+
+	if (target[0] == '\0') {
+		return "symbolic link with an empty target";
+	}
+	if (target[0] == '/') {
+		return "symbolic link to an absolute path (its target would show a host path in the box)";
+	}
+	for (const char *p = target; *p; p++) {
+		if ((unsigned char)*p < 0x20 || *p == 0x7f) {
+			return "symbolic link whose target has a control character";
+		}
+	}
+	res = malloc(strlen(rel) + strlen(target) + 2);
+	if (!res) {
+		return "symbolic link left out (out of memory)";
+	}
+	/* rel passed path_verify: its directory part has no "", "." or ".." segment */
+	memcpy(res, rel, len);
+	for (const char *p = target; *p;) {
+		const char *e = strchr(p, '/');
+		size_t k = e ? (size_t)(e - p) : strlen(p);
+		if (k == 2 && p[0] == '.' && p[1] == '.') {
+			char *up;
+			if (len == 0) {
+				return "symbolic link that leaves the checkout (its target would show host paths in "
+				       "the box)";
+			}
+			res[len] = '\0';
+			up = strrchr(res, '/');
+			len = up ? (size_t)(up - res) : 0;
+		} else if (k > 0 && !(k == 1 && p[0] == '.')) {
+			if (len > 0) {
+				res[len++] = '/';
+			}
+			memcpy(res + len, p, k);
+			len += k;
+		}
+		p += k + (e ? 1 : 0);
+	}
+	res[len] = '\0';
+	for (const char *s = res; s; s = strchr(s, '/') ? strchr(s, '/') + 1 : NULL) {
+		if (strncmp(s, ".git", 4) == 0 && (s[4] == '/' || s[4] == '\0')) {
+			return "symbolic link into .git (not in the workspace)";
+		}
+	}
+	/* the target as a file, and as a directory whose contents are credentials (.ssh, credentials/) */
+	rule = len > 0 ? workspace_credential_rule(res) : NULL;
+	if (!rule && asprintf(&probe, "%s%s_", res, len > 0 ? "/" : "") >= 0) {
+		rule = workspace_credential_rule(probe);
+	}
+	if (rule) {
+		return workspace_link_to_credential;
+	}
+	return NULL;
+}
+
+/* The armor header lines of a PGP private key (RFC 4880 and PGP 2.x's "SECRET"). */
+static const char *const pgp_private_marks[] = { "-----BEGIN PGP PRIVATE KEY BLOCK-----",
+						 "-----BEGIN PGP SECRET KEY BLOCK-----" };
+#define PGP_MARK_MAX 37 /* the longer mark */
+
+/* Looks for a mark across read() boundaries: the tail of what was seen plus the head of each new chunk. */
+struct pgp_scan {
+	uint8_t tail[PGP_MARK_MAX - 1];
+	size_t n;
+	bool found;
+};
+
+static void pgp_scan_feed(struct pgp_scan *s, const uint8_t *p, size_t n)
+{
+	uint8_t edge[2 * (PGP_MARK_MAX - 1)];
+	size_t k = MIN(n, (size_t)PGP_MARK_MAX - 1), ne = s->n + k, keep;
+
+	if (s->found) {
+		return;
+	}
+	memcpy(edge, s->tail, s->n);
+	memcpy(edge + s->n, p, k);
+	for (size_t i = 0; i < ARRAY_SIZE(pgp_private_marks); i++) {
+		const char *m = pgp_private_marks[i];
+		s->found = s->found || memmem(edge, ne, m, strlen(m)) || memmem(p, n, m, strlen(m));
+	}
+	if (n >= PGP_MARK_MAX - 1) {
+		memcpy(s->tail, p + n - (PGP_MARK_MAX - 1), PGP_MARK_MAX - 1);
+		s->n = PGP_MARK_MAX - 1;
+	} else {
+		keep = MIN(ne, (size_t)PGP_MARK_MAX - 1);
+		memmove(s->tail, edge + ne - keep, keep);
+		s->n = keep;
+	}
 }
 
 static void notice(const struct workspace_opts *o, const char *rel, const char *why)
@@ -174,7 +289,11 @@ static int copy_one(const struct workspace_opts *o, int srcfd, int stagefd, cons
 {
 	_cleanup_free_ char *parent = NULL;
 	_cleanup_close_ int pfd = -1, in = -1, out = -1;
-	const char *slash = strrchr(rel, '/'), *base = slash ? slash + 1 : rel;
+	const char *slash = strrchr(rel, '/'), *base = slash ? slash + 1 : rel, *why;
+	/* an .asc file is copied unless it holds a private key block (a public key may stay) */
+	bool asc = ends_with(base, strlen(base), ".asc");
+	struct pgp_scan pgp = { 0 };
+	uint64_t copied = 0;
 	struct stat s;
 	int r;
 
@@ -203,6 +322,16 @@ static int copy_one(const struct workspace_opts *o, int srcfd, int stagefd, cons
 			return 0;
 		}
 		target[n] = '\0';
+		why = workspace_link_rule(rel, target);
+		if (why) {
+			notice(o, rel, why);
+			if (why == workspace_link_to_credential) {
+				st->credentials++;
+			} else {
+				st->skipped++;
+			}
+			return 0;
+		}
 		if ((r = mkparents(stagefd, rel)) < 0) {
 			return r;
 		}
@@ -245,6 +374,10 @@ static int copy_one(const struct workspace_opts *o, int srcfd, int stagefd, cons
 		if (n == 0) {
 			break;
 		}
+		if (asc) {
+			pgp_scan_feed(&pgp, tmp, (size_t)n);
+		}
+		copied += (uint64_t)n;
 		st->bytes += (uint64_t)n;
 		if (st->bytes > max_bytes) {
 			image_diag_set(o->diag, "workspace larger than WORKSPACE_MAX_BYTES (%llu bytes)",
@@ -258,6 +391,14 @@ static int copy_one(const struct workspace_opts *o, int srcfd, int stagefd, cons
 			}
 			off += w;
 		}
+	}
+	if (pgp.found) {
+		/* .asc with a private key block: found while copying, so the copy goes again */
+		(void)unlinkat(stagefd, rel, 0);
+		st->bytes -= copied;
+		notice(o, rel, "*.asc (PGP private key block)");
+		st->credentials++;
+		return 0;
 	}
 	st->files++;
 	return 0;

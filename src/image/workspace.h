@@ -14,8 +14,12 @@
  *   - credential files, even when tracked (workspace_credential_rule)
  *   - directories (submodules, nested repositories), device files, FIFOs
  *   - names with control characters
+ *   - *.asc files that hold a PGP private key block (found while copying)
+ *   - symbolic links whose target is absolute, leaves the checkout, leads
+ *     into .git or to a credential file (workspace_link_rule)
  * Regular files are copied (mode 0644, or 0755 when the owner may execute);
- * symlinks are copied as links with their target unchanged, never followed.
+ * the other symlinks are copied as links with their target unchanged, never
+ * followed. Each path left out goes to opts.notice with the reason.
  *
  * git runs with an explicit environment: GIT_CONFIG_NOSYSTEM=1,
  * GIT_CONFIG_GLOBAL=/dev/null, HOME and XDG_CONFIG_HOME an empty temp dir,
@@ -56,5 +60,18 @@ _wur_ int workspace_build(const struct workspace_opts *o, struct workspace_stats
  * and is case-insensitive.
  */
 const char *workspace_credential_rule(const char *rel);
+
+/*
+ * Why a symbolic link at rel (relative to the checkout) with this target is
+ * left out, or NULL when it is copied. Pure. The target is resolved
+ * lexically against rel's directory (".." pops a segment, "." and empty
+ * segments are dropped, links on the way are not followed): a target that is
+ * absolute, climbs above the checkout, has a .git segment, or names a
+ * credential file or directory (workspace_credential_rule) is left out, so
+ * no link in the box shows a host path or points at what was left out.
+ * Returns workspace_link_to_credential for the last case.
+ */
+const char *workspace_link_rule(const char *rel, const char *target);
+extern const char workspace_link_to_credential[];
 
 #endif

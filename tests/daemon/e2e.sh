@@ -40,9 +40,19 @@ check "daemon-refusal-says-what-to-do" grep -q "no signer answers" "$WORK/nosign
 
 daemon_start || { echo "Bail out! no daemon"; exit 1; }
 
-# A checkout for b1's /workspace: a tracked file, a tracked credential file, the git dir.
+# A checkout for b1's /workspace: a tracked file, a tracked credential file, the git dir; the credential
+# files real checkouts hold (issue 9), all tracked; a PGP private and a public key; symbolic links to an
+# absolute path, out of the checkout, to a credential file, into .git, and one that stays inside.
+WS_CREDS=".git-credentials .docker/config.json .kube/config .pypirc .config/gh/hosts.yml auth.json
+.m2/settings.xml .gradle/gradle.properties .terraformrc prod.tfstate rclone.conf client.p12 site.pfx trust.jks
+release.keystore .bash_history credentials .aws/credentials config/credentials/prod.yml priv.asc"
 mkdir -p "$WORK/repo"
-(cd "$WORK/repo" && git init -q && echo 'print(1+1)' >app.py && echo 'TOKEN=x' >.env && git add app.py .env &&
+(cd "$WORK/repo" && git init -q && echo 'print(1+1)' >app.py && echo 'TOKEN=x' >.env &&
+	for f in $WS_CREDS; do mkdir -p "$(dirname "$f")" && echo "secret-$f" >"$f"; done &&
+	printf -- '-----BEGIN PGP PRIVATE KEY BLOCK-----\nx\n' >priv.asc &&
+	printf -- '-----BEGIN PGP PUBLIC KEY BLOCK-----\nx\n' >KEYS.asc &&
+	mkdir lib && ln -s ../app.py lib/inside && ln -s "$WORK/repo/app.py" abs-link && ln -s ../../outside lib/out &&
+	ln -s .env cfg-link && ln -s .git/config git-link && git add -f . &&
 	git -c user.email=e2e@tkbox -c user.name=e2e commit -qm init) || { echo "Bail out! git"; exit 1; }
 
 t0=$(t)
@@ -112,6 +122,25 @@ case "$ws" in
 *app.py*) case "$ws" in *.env* | *.git*) notok "workspace-excludes-ignored" "/workspace: $ws" ;; *) ok "workspace-excludes-ignored" ;; esac ;;
 *) notok "workspace-excludes-ignored" "/workspace: $ws" ;;
 esac
+
+# workspace-no-outside-symlink / workspace-no-new-credentials: every path in /workspace and every link
+# target, as the box sees them.
+listing=$("$TKBOX" exec b1 -- sh -c 'cd /workspace && find . && for l in $(find . -type l); do echo "LINK $l -> $(readlink "$l")"; done' 2>&1)
+links=$(grep '^LINK ' <<<"$listing")
+if [ "$links" = "LINK ./lib/inside -> ../app.py" ]; then
+	ok "workspace-no-outside-symlink"
+else
+	notok "workspace-no-outside-symlink" "links in /workspace: $links"
+fi
+leaked=""
+for f in $WS_CREDS cfg-link git-link abs-link lib/out; do
+	grep -qx "./$f" <<<"$listing" && leaked="$leaked $f"
+done
+check "workspace-no-new-credentials (leaked:${leaked:- none})" test -z "$leaked"
+check "workspace-keeps-public-asc" grep -qx "./KEYS.asc" <<<"$listing"
+grep -q "$WORK" <<<"$listing" && notok "workspace-shows-no-host-path" "$listing" || ok "workspace-shows-no-host-path"
+inside=$("$TKBOX" exec b1 -- cat /workspace/lib/inside 2>&1)
+check "workspace-inside-symlink-works ($inside)" test "$inside" = "print(1+1)"
 
 # no-network-card: /proc/net/dev lists no interface but lo.
 ifaces=$("$TKBOX" exec b1 -- cat /proc/net/dev | awk -F: 'NR > 2 { gsub(/ /, "", $1); print $1 }' | tr '\n' ' ')

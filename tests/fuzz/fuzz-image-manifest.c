@@ -23,6 +23,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct image_manifest m;
 	struct image_config c;
 	struct registry_challenge ch;
+	struct image_diag diag = { .msg = "" };
 	struct image_ref ref;
 	struct buf *cred = NULL;
 	char *s, *tok = NULL;
@@ -31,14 +32,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size == 0) {
 		return 0;
 	}
-	if (image_manifest_parse(data + 1, size - 1, types[data[0] % ARRAY_SIZE(types)], &m) == 0) {
+	if (image_manifest_parse(data + 1, size - 1, types[data[0] % ARRAY_SIZE(types)], &m, &diag) == 0) {
 		if (m.kind == IMAGE_MANIFEST_INDEX) {
 			(void)image_index_select(&m, "linux", "amd64", NULL, &i);
 			(void)image_index_select(&m, "linux", "arm64", "v8", &i);
 		}
 		image_manifest_release(&m);
 	}
-	if (image_config_parse(data, size, &c) == 0) {
+	if (image_config_parse(data, size, &c, &diag) == 0) {
 		image_config_release(&c);
 	}
 	if (registry_token_parse(data, size, &tok) == 0) {

@@ -105,7 +105,7 @@ static void structured(struct flatten *f, const uint8_t *p, size_t n, struct ima
 	}
 	for (int layer = 0; layer < 3 && n > 0; layer++) {
 		size_t used = 0, k = build_layer(p, n, out, &used);
-		if (flatten_layer_mem(f, out, used, d) < 0 || k == 0) {
+		if (flatten_layer_mem(f, out, used, NULL, d) < 0 || k == 0) {
 			return;
 		}
 		p += k;
@@ -148,8 +148,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	d.msg[0] = '\0';
 	if (data[0] < 0x80) {
-		if (flatten_layer_mem(f, data + 1, cut - 1, &d) == 0) {
-			(void)flatten_layer_mem(f, data + cut, size - cut, &d);
+		if (flatten_layer_mem(f, data + 1, cut - 1, NULL, &d) == 0) {
+			(void)flatten_layer_mem(f, data + cut, size - cut, NULL, &d);
 		}
 	} else {
 		structured(f, data + 1, size - 1, &d);

@@ -223,11 +223,11 @@ check "second resolve with the registry stopped: from the cache" grep -qx "from_
 check "second resolve: the same ext4" grep -qx "ext4 $EXT4" <<<"$out"
 check "images pull (refresh) needs the registry" bash -c "! $T pull localhost:$PUB/test:1 >/dev/null 2>&1"
 out=$($T --subprocess resolve "localhost:$PUB/test:1" 2>"$W/err") || cat "$W/err"
-check "resolve in a child process (image_resolve_exec): from the cache" grep -qx "ext4 $EXT4" <<<"$out"
+check "resolve in a child process (image_answer_exec): from the cache" grep -qx "ext4 $EXT4" <<<"$out"
 if $T --subprocess resolve "oci:$W/img/layout:evil-abs" >/dev/null 2>"$W/err"; then
-	bad "image_resolve_exec: a hostile layer is refused"
+	bad "image_answer_exec: a hostile layer is refused"
 else
-	check "image_resolve_exec: the child's reason comes back" grep -q "absolute path" "$W/err"
+	check "image_answer_exec: the child's reason comes back" grep -q "absolute path" "$W/err"
 fi
 
 # ---- local sources, offline ----
@@ -235,9 +235,12 @@ out=$($T resolve "docker-archive:$W/img/docker.tar" 2>"$W/err") || cat "$W/err"
 D=$(echo "$out" | awk '$1 == "ext4" {print $2}')
 check "docker-archive: ext4 built offline" test -f "$D"
 check "docker-archive: whiteouts applied" lacks "$D" /etc "removed"
-check "docker-archive: same config as the registry image -> same ext4" test "$D" = "$EXT4"
+# a root is keyed by the blobs it was built from: docker save's uncompressed layers are other blobs than the
+# registry's gzip/zstd ones (another root), but the diff_ids match, so the files are the same
+check "docker-archive: other layer blobs -> its own root" test -n "$D" -a "$D" != "$EXT4"
+check "docker-archive: the same files as the registry image" test "$(dcat "$D" /etc/hello)" = "hello from layer 2"
 out=$($T resolve "docker-archive:$W/img/docker-oci.tar" 2>"$W/err") || cat "$W/err"
-check "docker-archive (Docker 25+ form, layer.tar symlinks): same ext4" grep -qx "ext4 $EXT4" <<<"$out"
+check "docker-archive (Docker 25+ form, layer.tar symlinks): the same blobs -> the same ext4" grep -qx "ext4 $D" <<<"$out"
 out=$($T resolve "oci:$W/img/layout:test" 2>"$W/err") || cat "$W/err"
 check "oci:DIR offline" grep -q "^ext4 " <<<"$out"
 out=$($T resolve "oci-archive:$W/img/oci.tar:multi" 2>"$W/err") || cat "$W/err"
@@ -297,7 +300,7 @@ WS=$W/ws.ext4
 out=$($CLI workspace build "$R" -o "$WS" 2>"$W/ws.err") || cat "$W/ws.err"
 check "workspace image built" test -f "$WS"
 check "workspace: e2fsck clean" e2fsck -fn "$WS" >/dev/null 2>&1
-for f in app.py run.sh .gitignore .env.example id_ed25519.pub notes.txt link-in link-out; do
+for f in app.py run.sh .gitignore .env.example id_ed25519.pub notes.txt link-in; do
 	check "workspace has $f" has "$WS" / "$f"
 done
 check "workspace has src/main.c" has "$WS" /src main.c
@@ -306,8 +309,9 @@ for f in .env id_ed25519 secrets.pem .netrc .git build .ssh; do
 done
 check "workspace lacks config/gcp-credentials.json (and so the config dir)" lacks "$WS" / config
 check "workspace: run.sh keeps its exec bit (100755)" test "$(mode_of "$WS" / run.sh | cut -d' ' -f1)" = "100755"
-check "workspace: link-out is a link, not /etc/shadow's content" test "$(mode_of "$WS" / link-out | cut -d' ' -f1)" = "120777"
-check "workspace: link target kept verbatim" bash -c "debugfs -R 'stat /link-out' '$WS' 2>/dev/null | grep -q 'Fast link dest: \"/etc/shadow\"'"
+# issue 6: a link whose target is absolute (or leaves the checkout) would show a host path: left out
+check "workspace: link-out (to /etc/shadow) left out" lacks "$WS" / link-out
+check "workspace: link-in kept as a link" test "$(mode_of "$WS" / link-in | cut -d' ' -f1)" = "120777"
 check "workspace: files owned by 0:0" test "$(mode_of "$WS" / app.py | cut -d' ' -f2-)" = "0 0"
 check "workspace: git ran no fsmonitor or pager from the repo config" test ! -e "$W/fsmonitor-ran" -a ! -e "$W/pager-ran"
 check "workspace: the left-out credentials are reported" grep -q '"secrets.pem"' "$W/ws.err"

@@ -97,10 +97,26 @@ static void test_blob_writer(void **state)
 		struct image_cache_ref v = { 0 }, got;
 		memcpy(v.manifest, HELLO, sizeof(HELLO));
 		memcpy(v.config, HELLO, sizeof(HELLO));
+		/* a record without a root key is refused: it cannot say what its root was built from */
+		assert_int_equal(image_cache_ref_put(c, "localhost:5000/x:1", "linux/amd64", &v), -EINVAL);
+		memcpy(v.root, HELLO, sizeof(HELLO));
 		assert_int_equal(image_cache_ref_put(c, "localhost:5000/x:1", "linux/amd64", &v), 0);
 		assert_int_equal(image_cache_ref_get(c, "localhost:5000/x:1", "linux/amd64", &got), 0);
 		assert_string_equal(got.config, HELLO);
+		assert_string_equal(got.root, HELLO);
 		assert_int_equal(image_cache_ref_get(c, "localhost:5000/x:1", "linux/arm64", &got), -ENOENT);
+	}
+	/* a record of the old layout (config digest only) is not trusted */
+	{
+		struct image_cache_ref got;
+		char hex[SHA256_HEX_LEN + 1], rel[128];
+		const char *key = "localhost:5000/old:1|linux/amd64";
+		const char *rec = "{\"config\":\"" HELLO "\",\"manifest\":\"" HELLO
+				  "\",\"platform\":\"linux/amd64\",\"ref\":\"localhost:5000/old:1\"}";
+		assert_int_equal(sha256_hex(key, strlen(key), hex), 0);
+		(void)snprintf(rel, sizeof(rel), "refs/%s.json", hex);
+		assert_int_equal(image_cache_write_file(c, rel, rec, strlen(rec)), 0);
+		assert_int_equal(image_cache_ref_get(c, "localhost:5000/old:1", "linux/amd64", &got), -EBADMSG);
 	}
 	/* a crash mid-download: the writer is never committed nor aborted */
 	{
@@ -131,10 +147,57 @@ static void test_blob_writer(void **state)
 	close(root);
 }
 
+/* sha256("world") */
+#define WORLD "sha256:486ea46224d1bb4fb680f34f7c9ad96a8f24ec88be73ea8e5a6c65260e9cb8a7"
+
+static void test_root_key(void **state)
+{
+	char k1[IMAGE_DIGEST_LEN + 1], k2[IMAGE_DIGEST_LEN + 1];
+	const char *ab[] = { HELLO, WORLD }, *ba[] = { WORLD, HELLO }, *a[] = { HELLO };
+	(void)state;
+	/* the same blobs: the same key */
+	assert_int_equal(image_cache_root_key(HELLO, ab, 2, k1), 0);
+	assert_int_equal(image_cache_root_key(HELLO, ab, 2, k2), 0);
+	assert_string_equal(k1, k2);
+	assert_true(image_digest_valid(k1));
+	/* the config digest alone is not the key (the old layout's poisoning) */
+	assert_string_not_equal(k1, HELLO);
+	/* another layer order, layer count, layer or config: another key */
+	assert_int_equal(image_cache_root_key(HELLO, ba, 2, k2), 0);
+	assert_string_not_equal(k1, k2);
+	assert_int_equal(image_cache_root_key(HELLO, a, 1, k2), 0);
+	assert_string_not_equal(k1, k2);
+	assert_int_equal(image_cache_root_key(WORLD, ab, 2, k2), 0);
+	assert_string_not_equal(k1, k2);
+	assert_int_equal(image_cache_root_key(HELLO, NULL, 0, k2), 0);
+	assert_string_not_equal(k1, k2);
+	/* refused: an invalid digest */
+	ab[1] = "sha256:xyz";
+	assert_int_equal(image_cache_root_key(HELLO, ab, 2, k2), -EINVAL);
+	assert_int_equal(image_cache_root_key("md5:1", a, 1, k2), -EINVAL);
+}
+
+static void test_run_deadline(void **state)
+{
+	char *sleep_argv[] = { "/bin/sleep", "30", NULL }, *true_argv[] = { "/bin/true", NULL };
+	char *const envp[] = { NULL };
+	struct buf *err = NULL;
+	(void)state;
+	/* a tool past its deadline is killed and reported as -ETIME, not waited for */
+	assert_int_equal(image_run_timed(sleep_argv, envp, NULL, NULL, NULL, 1), -ETIME);
+	assert_int_equal(buf_new(4096, 0, &err), 0);
+	assert_int_equal(image_run_timed(sleep_argv, envp, NULL, NULL, err, 1), -ETIME);
+	buf_free(err);
+	assert_int_equal(image_run_timed(true_argv, envp, NULL, NULL, NULL, 5), 0);
+	assert_int_equal(image_run_timed(true_argv, envp, NULL, NULL, NULL, 0), -EINVAL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_blob_writer),
+		cmocka_unit_test(test_root_key),
+		cmocka_unit_test(test_run_deadline),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "banned.h"
+#include "crypto.h"
 #include "image/flatten.h"
 
 /* ---- a tiny tar writer over libarchive, for building layers in memory ---- */
@@ -122,7 +123,7 @@ static int teardown(void **state)
 static int apply(struct fx *x, struct tw *t)
 {
 	x->diag.msg[0] = '\0';
-	return flatten_layer_mem(x->f, t->mem, t->used, &x->diag);
+	return flatten_layer_mem(x->f, t->mem, t->used, NULL, &x->diag);
 }
 
 static bool exists(struct fx *x, const char *rel)
@@ -272,6 +273,17 @@ static void test_hostile(void **state)
 	tw_close(&t);
 	expect_refused(x, &t, -EINVAL, "absolute path");
 
+	/* "./" then "/": an absolute name behind a dot, refused like one (it used to land at etc/x) */
+	tw_open(&t, NULL);
+	FILE_(&t, ".//etc/x", "x");
+	tw_close(&t);
+	expect_refused(x, &t, -EINVAL, "absolute path");
+	tw_open(&t, NULL);
+	FILE_(&t, "././/etc/x", "x");
+	tw_close(&t);
+	expect_refused(x, &t, -EINVAL, "absolute path");
+	assert_false(exists(x, "etc/x"));
+
 	/* through a symlink of a lower layer */
 	tw_open(&t, NULL);
 	LINK_(&t, "lnk", "/tmp");
@@ -330,7 +342,7 @@ static void test_hostile(void **state)
 
 	/* not an archive at all */
 	x->diag.msg[0] = '\0';
-	assert_int_equal(flatten_layer_mem(x->f, "garbage garbage garbage garbage", 31, &x->diag), -EBADMSG);
+	assert_int_equal(flatten_layer_mem(x->f, "garbage garbage garbage garbage", 31, NULL, &x->diag), -EBADMSG);
 }
 
 static void test_caps(void **state)
@@ -350,7 +362,7 @@ static void test_caps(void **state)
 	FILE_(&t, "b", "12");
 	DIR_(&t, "c");
 	tw_close(&t);
-	assert_int_equal(flatten_layer_mem(f, t.mem, t.used, &d), 0);
+	assert_int_equal(flatten_layer_mem(f, t.mem, t.used, NULL, &d), 0);
 	free(t.mem);
 	/* one entry more */
 	tw_open(&t, NULL);
@@ -374,6 +386,114 @@ static void test_caps(void **state)
 	expect_refused(x, &t, -EFBIG, "total cap");
 }
 
+static void diff_id_of(const void *p, size_t n, char ret[IMAGE_DIGEST_LEN + 1])
+{
+	uint8_t md[SHA256_LEN];
+	assert_int_equal(sha256(p, n, md), 0);
+	memcpy(ret, "sha256:", 7);
+	sha256_digest_hex(md, ret + 7);
+}
+
+static void test_diff_id(void **state)
+{
+	struct fx *x = *state;
+	struct tw t = { 0 }, z = { 0 };
+	char good[IMAGE_DIGEST_LEN + 1], other[IMAGE_DIGEST_LEN + 1];
+	uint8_t *junk;
+
+	tw_open(&t, NULL);
+	FILE_(&t, "etc/owner", "victim\n");
+	tw_close(&t);
+	diff_id_of(t.mem, t.used, good);
+	diff_id_of("x", 1, other);
+	/* the wrong diff_id: refused in the first pass, before any entry of the layer is written */
+	x->diag.msg[0] = '\0';
+	assert_int_equal(flatten_layer_mem(x->f, t.mem, t.used, other, &x->diag), -EBADMSG);
+	assert_non_null(strstr(x->diag.msg, "rootfs.diff_ids[0]"));
+	assert_non_null(strstr(x->diag.msg, good));
+	assert_non_null(strstr(x->diag.msg, other));
+	assert_false(exists(x, "etc/owner"));
+	assert_false(exists(x, "etc"));
+	/* the right one: applied, and reported */
+	assert_int_equal(flatten_layer_mem(x->f, t.mem, t.used, good, &x->diag), 0);
+	assert_true(exists(x, "etc/owner"));
+	assert_string_equal(flatten_last_diff_id(x->f), good);
+	/* the same tar gzip- or zstd-compressed: the diff_id is of the uncompressed stream */
+	for (int i = 0; i < 2; i++) {
+		tw_open(&z, i ? "zstd" : "gzip");
+		FILE_(&z, "etc/owner", "victim\n");
+		tw_close(&z);
+		assert_int_equal(flatten_layer_mem(x->f, z.mem, z.used, good, &x->diag), 0);
+		free(z.mem);
+	}
+	/* bytes after the tar's end blocks are part of the stream: they change the digest */
+	junk = malloc(t.used + 512);
+	assert_non_null(junk);
+	memcpy(junk, t.mem, t.used);
+	memset(junk + t.used, 'J', 512);
+	x->diag.msg[0] = '\0';
+	assert_int_equal(flatten_layer_mem(x->f, junk, t.used + 512, good, &x->diag), -EBADMSG);
+	assert_non_null(strstr(x->diag.msg, "does not belong"));
+	free(junk);
+	free(t.mem);
+}
+
+static void test_dir_and_table_caps(void **state)
+{
+	struct fx *x = *state;
+	struct flatten_limits lim = FLATTEN_LIMITS_DEFAULT;
+	struct tw t = { 0 };
+
+	lim.max_dir_entries = 3;
+	flatten_free(x->f);
+	assert_int_equal(flatten_new(x->rootfd, &lim, &x->f), 0);
+	/* exactly 3 names in d (and d itself is one of the root's) */
+	tw_open(&t, NULL);
+	DIR_(&t, "d");
+	FILE_(&t, "d/a", "1");
+	FILE_(&t, "d/b", "1");
+	FILE_(&t, "d/c", "1");
+	FILE_(&t, "d/c", "2"); /* a replacement is not a new name */
+	tw_close(&t);
+	assert_int_equal(apply(x, &t), 0);
+	free(t.mem);
+	/* a fourth */
+	tw_open(&t, NULL);
+	FILE_(&t, "d/e", "1");
+	tw_close(&t);
+	expect_refused(x, &t, -E2BIG, "FLATTEN_MAX_DIR_ENTRIES");
+	/* a whiteout frees a name */
+	tw_open(&t, NULL);
+	FILE_(&t, "d/.wh.a", "");
+	FILE_(&t, "d/e", "1");
+	tw_close(&t);
+	assert_int_equal(apply(x, &t), 0);
+	free(t.mem);
+	/* intermediate directories count too: x/y/z makes a name in the root */
+	tw_open(&t, NULL);
+	FILE_(&t, "p/q", "1");
+	FILE_(&t, "r/s", "1");
+	FILE_(&t, "u/v", "1");
+	tw_close(&t);
+	expect_refused(x, &t, -E2BIG, "in one directory");
+
+	/* the side table: the root's node, then room for two one-byte paths */
+	lim = FLATTEN_LIMITS_DEFAULT;
+	lim.max_path_bytes = (1 + 64) + 2 * (2 + 64);
+	flatten_free(x->f);
+	assert_int_equal(flatten_new(x->rootfd, &lim, &x->f), 0);
+	tw_open(&t, NULL);
+	FILE_(&t, "f", "1");
+	FILE_(&t, "g", "1");
+	tw_close(&t);
+	assert_int_equal(apply(x, &t), 0);
+	free(t.mem);
+	tw_open(&t, NULL);
+	FILE_(&t, "h", "1");
+	tw_close(&t);
+	expect_refused(x, &t, -E2BIG, "FLATTEN_MAX_PATH_BYTES");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -382,6 +502,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_replace, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hostile, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_caps, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_diff_id, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_dir_and_table_caps, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

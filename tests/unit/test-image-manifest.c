@@ -20,7 +20,7 @@
 
 static int parse(const char *s, const char *ct, struct image_manifest *m)
 {
-	return image_manifest_parse(s, strlen(s), ct, m);
+	return image_manifest_parse(s, strlen(s), ct, m, NULL);
 }
 
 static void test_oci_manifest(void **state)
@@ -157,8 +157,8 @@ static void test_caps(void **state)
 	memset(s, ' ', IMAGE_MAX_MANIFEST_BYTES + 1);
 	memcpy(s, "{\"schemaVersion\":2,\"manifests\":[]}", 34);
 	s[IMAGE_MAX_MANIFEST_BYTES + 1] = '\0';
-	assert_int_equal(image_manifest_parse(s, IMAGE_MAX_MANIFEST_BYTES + 1, NULL, &m), -E2BIG);
-	assert_int_equal(image_manifest_parse(s, IMAGE_MAX_MANIFEST_BYTES, NULL, &m), 0);
+	assert_int_equal(image_manifest_parse(s, IMAGE_MAX_MANIFEST_BYTES + 1, NULL, &m, NULL), -E2BIG);
+	assert_int_equal(image_manifest_parse(s, IMAGE_MAX_MANIFEST_BYTES, NULL, &m, NULL), 0);
 	image_manifest_release(&m);
 	free(s);
 }
@@ -171,7 +171,7 @@ static void test_config(void **state)
 		"\"WorkingDir\":\"/app\",\"User\":\"1000:1000\",\"Cmd\":[\"sh\"]},"
 		"\"rootfs\":{\"type\":\"layers\",\"diff_ids\":[\"sha256:" D64 "\"]},\"history\":[]}";
 	(void)state;
-	assert_int_equal(image_config_parse(ok, strlen(ok), &c), 0);
+	assert_int_equal(image_config_parse(ok, strlen(ok), &c, NULL), 0);
 	assert_int_equal(c.n_env, 2);
 	assert_string_equal(c.env[1], "A=b=c");
 	assert_string_equal(c.working_dir, "/app");
@@ -181,20 +181,89 @@ static void test_config(void **state)
 	image_config_release(&c);
 	/* empty strings and nulls mean unset */
 	ok = "{\"config\":{\"Env\":null,\"WorkingDir\":\"\",\"User\":\"\"}}";
-	assert_int_equal(image_config_parse(ok, strlen(ok), &c), 0);
+	assert_int_equal(image_config_parse(ok, strlen(ok), &c, NULL), 0);
 	assert_null(c.working_dir);
 	assert_null(c.user);
 	assert_int_equal(c.n_env, 0);
 	image_config_release(&c);
 	ok = "{\"config\":null}";
-	assert_int_equal(image_config_parse(ok, strlen(ok), &c), 0);
+	assert_int_equal(image_config_parse(ok, strlen(ok), &c, NULL), 0);
 	image_config_release(&c);
 	/* refused: an Env entry without '=', with an empty name, a relative WorkingDir, a non-string */
-	assert_int_equal(image_config_parse("{\"config\":{\"Env\":[\"NOEQ\"]}}", 26, &c), -EBADMSG);
-	assert_int_equal(image_config_parse("{\"config\":{\"Env\":[\"=x\"]}}", 24, &c), -EBADMSG);
-	assert_int_equal(image_config_parse("{\"config\":{\"WorkingDir\":\"app\"}}", 31, &c), -EBADMSG);
-	assert_int_equal(image_config_parse("{\"config\":{\"Env\":[1]}}", 21, &c), -EBADMSG);
+	assert_int_equal(image_config_parse("{\"config\":{\"Env\":[\"NOEQ\"]}}", 26, &c, NULL), -EBADMSG);
+	assert_int_equal(image_config_parse("{\"config\":{\"Env\":[\"=x\"]}}", 24, &c, NULL), -EBADMSG);
+	assert_int_equal(image_config_parse("{\"config\":{\"WorkingDir\":\"app\"}}", 31, &c, NULL), -EBADMSG);
+	assert_int_equal(image_config_parse("{\"config\":{\"Env\":[1]}}", 21, &c, NULL), -EBADMSG);
 }
+
+/* Refused with a reason that names the field. */
+static void expect_config_refused(const char *json, int want, const char *words)
+{
+	struct image_config c;
+	struct image_diag d = { .msg = "" };
+	assert_int_equal(image_config_parse(json, strlen(json), &c, &d), want);
+	if (!strstr(d.msg, words)) {
+		fail_msg("diag \"%s\" lacks \"%s\"", d.msg, words);
+	}
+}
+
+static void test_config_fields(void **state)
+{
+	struct image_config c;
+	const char *ok = "{\"rootfs\":{\"type\":\"layers\",\"diff_ids\":[\"sha256:" D64 "\",\"sha256:" D64 "\"]}}";
+	(void)state;
+	assert_int_equal(image_config_parse(ok, strlen(ok), &c, NULL), 0);
+	assert_int_equal(c.n_diff_ids, 2);
+	assert_string_equal(c.diff_ids[1], "sha256:" D64);
+	image_config_release(&c);
+	/* a newline in WorkingDir would forge a line of the image child's answer ("from_cache yes") */
+	expect_config_refused("{\"config\":{\"WorkingDir\":\"/tmp\\nfrom_cache yes\"}}", -EBADMSG,
+			      "WorkingDir \"/tmp\\x0afrom_cache yes\" holds a control character");
+	expect_config_refused("{\"config\":{\"User\":\"root\\r\"}}", -EBADMSG, "User");
+	expect_config_refused("{\"config\":{\"User\":\"a\\u007fb\"}}", -EBADMSG, "User");
+	expect_config_refused("{\"config\":{\"Env\":[\"A=1\",\"B=x\\ny\"]}}", -EBADMSG, "Env[1]");
+	/* a NUL never reaches the field checks: the strict JSON reader refuses it */
+	expect_config_refused("{\"config\":{\"Env\":[\"A=\\u0000\"]}}", -EBADMSG, "image config");
+	expect_config_refused("{\"config\":{\"WorkingDir\":\"../..\"}}", -EBADMSG,
+			      "WorkingDir \"../..\" is not an absolute path");
+	expect_config_refused("{\"config\":{\"WorkingDir\":\"/app/../..\"}}", -EBADMSG, "WorkingDir");
+	expect_config_refused("{\"config\":{\"WorkingDir\":7}}", -EBADMSG, "WorkingDir is not a string");
+	expect_config_refused("{\"config\":{\"Env\":[\"NOEQ\"]}}", -EBADMSG, "Env[0] \"NOEQ\" is not NAME=value");
+	expect_config_refused("{\"config\":{\"Env\":\"A=1\"}}", -EBADMSG, "Env is not a list");
+	expect_config_refused("{\"rootfs\":{\"diff_ids\":[\"sha256:x\"]}}", -EBADMSG, "rootfs.diff_ids[0]");
+	expect_config_refused("{\"rootfs\":{\"diff_ids\":{}}}", -EBADMSG, "rootfs.diff_ids");
+	expect_config_refused("not json", -EBADMSG, "image config");
+}
+
+/* Refused manifests name the member that is wrong. */
+static void test_manifest_fields(void **state)
+{
+	struct image_manifest m;
+	struct image_diag d = { .msg = "" };
+	const char *s;
+	(void)state;
+	s = "{\"schemaVersion\":2,\"mediaType\":\"application/vnd.oci.image.manifest.v1+json\",\"config\":{\"digest\":"
+	    "\"sha256:" D64 "\",\"size\":2},\"layers\":[{\"mediaType\":\"application/vnd.oci.image.layer.v1.tar\","
+	    "\"digest\":\"sha256:" D64 "\",\"size\":18253611008}]}";
+	assert_int_equal(image_manifest_parse(s, strlen(s), NULL, &m, &d), -E2BIG);
+	assert_non_null(strstr(d.msg, "layers[0].size 18253611008 is above"));
+	assert_non_null(strstr(d.msg, "IMAGE_MAX_BLOB_SIZE"));
+	s = "{\"schemaVersion\":2,\"mediaType\":\"application/vnd.oci.image.manifest.v1+json\",\"config\":{\"digest\":"
+	    "\"sha256:" D64 "\",\"size\":2},\"layers\":[{\"mediaType\":\"application/vnd.oci.image.layer.v1.tar\","
+	    "\"digest\":\"sha256:" D64 "\",\"size\":1},{\"mediaType\":\"x/foreign\",\"digest\":\"sha256:" D64 "\","
+	    "\"size\":1}]}";
+	assert_int_equal(image_manifest_parse(s, strlen(s), NULL, &m, &d), -EPROTONOSUPPORT);
+	assert_non_null(strstr(d.msg, "layers[1].mediaType \"x/foreign\""));
+	s = "{\"schemaVersion\":1}";
+	assert_int_equal(image_manifest_parse(s, strlen(s), NULL, &m, &d), -EPROTONOSUPPORT);
+	assert_non_null(strstr(d.msg, "schemaVersion 1"));
+	s = "{\"schemaVersion\":2,\"manifests\":[{\"digest\":\"md5:1\",\"size\":1}]}";
+	assert_int_equal(image_manifest_parse(s, strlen(s), NULL, &m, &d), -EBADMSG);
+	assert_non_null(strstr(d.msg, "manifests[0].digest"));
+}
+
+/* tkbox run --env adds at most 256 (DOOR_MAX_ENV) and the daemon a few defaults */
+#define DOOR_MAX_ENV_ROOM 300
 
 static void test_config_env_cap(void **state)
 {
@@ -208,7 +277,15 @@ static void test_config_env_cap(void **state)
 			assert_int_equal(buf_putf(b, "%s\"V%d=1\"", i ? "," : "", i), 0);
 		}
 		assert_int_equal(buf_putf(b, "]}}"), 0);
-		assert_int_equal(image_config_parse(buf_ptr(b), buf_len(b), &c), extra ? -E2BIG : 0);
+		{
+			struct image_diag d = { .msg = "" };
+			assert_int_equal(image_config_parse(buf_ptr(b), buf_len(b), &c, &d), extra ? -E2BIG : 0);
+			/* one limit with the boot config: an image that pulls can boot */
+			assert_true(IMAGE_MAX_ENV + DOOR_MAX_ENV_ROOM <= BOOT_MAX_ENV);
+			if (extra) {
+				assert_non_null(strstr(d.msg, "IMAGE_MAX_ENV"));
+			}
+		}
 		if (!extra) {
 			image_config_release(&c);
 		}
@@ -320,11 +397,12 @@ static void test_token(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_oci_manifest), cmocka_unit_test(test_index),
-		cmocka_unit_test(test_refused),	     cmocka_unit_test(test_caps),
-		cmocka_unit_test(test_config),	     cmocka_unit_test(test_config_env_cap),
-		cmocka_unit_test(test_platform),     cmocka_unit_test(test_challenge),
-		cmocka_unit_test(test_auth_lookup),  cmocka_unit_test(test_token),
+		cmocka_unit_test(test_oci_manifest),	cmocka_unit_test(test_index),
+		cmocka_unit_test(test_refused),		cmocka_unit_test(test_caps),
+		cmocka_unit_test(test_config),		cmocka_unit_test(test_config_fields),
+		cmocka_unit_test(test_manifest_fields), cmocka_unit_test(test_config_env_cap),
+		cmocka_unit_test(test_platform),	cmocka_unit_test(test_challenge),
+		cmocka_unit_test(test_auth_lookup),	cmocka_unit_test(test_token),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
