@@ -29,20 +29,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-pass=0
-fail=0
-ok() { echo "ok - $1"; pass=$((pass + 1)); }
-notok() {
-	echo "not ok - $1"
-	shift
-	for l in "$@"; do echo "#   $l"; done
-	fail=$((fail + 1))
-}
-check() { # NAME CONDITION-COMMAND...
-	local name=$1
-	shift
-	if "$@"; then ok "$name"; else notok "$name" "failed: $*"; fi
-}
 events() { cat "$TKBOX_STATE_DIR/boxes/$1/events.jsonl" 2>/dev/null; }
 # The box.creating line of a box (what the daemon resolved the image to).
 creating() { events "$1" | grep '"event":"box.creating"'; }

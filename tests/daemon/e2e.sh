@@ -8,22 +8,6 @@ BUILD=${1:?usage: e2e.sh BUILD_DIR}
 source "$(dirname "$0")/lib.sh"
 trap lib_cleanup EXIT
 
-pass=0
-fail=0
-ok() { echo "ok - $1"; pass=$((pass + 1)); }
-notok() {
-	echo "not ok - $1"
-	shift
-	for l in "$@"; do echo "#   $l"; done
-	fail=$((fail + 1))
-}
-check() { # NAME CONDITION-COMMAND...
-	local name=$1
-	shift
-	if "$@"; then ok "$name"; else notok "$name" "failed: $*"; fi
-}
-t() { date +%s.%N; }
-elapsed() { awk -v a="$1" -v b="$(t)" 'BEGIN { printf "%.2f", b - a }'; }
 
 IMG=$(image_path) || { echo "Bail out! no image"; exit 1; }
 signer_init || { echo "Bail out! no signer"; exit 1; }

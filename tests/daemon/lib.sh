@@ -31,6 +31,25 @@ lib_cleanup() {
 	fi
 }
 
+# TAP-style checks for the e2e scripts: ok/notok count into pass/fail, check runs a condition command.
+pass=0
+fail=0
+ok() { echo "ok - $1"; pass=$((pass + 1)); }
+notok() {
+	echo "not ok - $1"
+	shift
+	for l in "$@"; do echo "#   $l"; done
+	fail=$((fail + 1))
+}
+check() { # NAME CONDITION-COMMAND...
+	local name=$1
+	shift
+	if "$@"; then ok "$name"; else notok "$name" "failed: $*"; fi
+}
+# Wall-clock time now, and the seconds since T0 (for figures in test output, never for assertions).
+t() { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$(t)" 'BEGIN { printf "%.2f", b - a }'; }
+
 # A small root file system from Debian's busybox-static, built once and cached.
 image_path() {
 	local img=$CACHE/busybox-rootfs.ext4

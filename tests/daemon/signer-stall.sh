@@ -24,22 +24,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-pass=0
-fail=0
-ok() { echo "ok - $1"; pass=$((pass + 1)); }
-notok() {
-	echo "not ok - $1"
-	shift
-	for l in "$@"; do echo "#   $l"; done
-	fail=$((fail + 1))
-}
-check() { # NAME CONDITION-COMMAND...
-	local name=$1
-	shift
-	if "$@"; then ok "$name"; else notok "$name" "failed: $*"; fi
-}
-t() { date +%s.%N; }
-elapsed() { awk -v a="$1" -v b="$(t)" 'BEGIN { printf "%.1f", b - a }'; }
 EVENTS=$TKBOX_STATE_DIR/boxes/stall/events.jsonl
 stop_signer() { kill -STOP "$SIGNER_PID"; }
 cont_signer() { kill -CONT "$SIGNER_PID"; }
