@@ -13,6 +13,18 @@
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 
 /*
+ * Tracekit's event schema v2, tracekit/schema/tracekit.event.v2.json of the
+ * public Cygnux-Labs/Tracekit repository at commit
+ * 687a96cad5b1ac4857ce1f363d7077327da13809 (63,674 characters; the newest of
+ * the versions we could read, a copy in tests/verify/vectors/). Over the
+ * 8db1632 version this table followed before, it adds: the `policy.external`
+ * type, the `import` and `gateway` sources, a top-level `span_id`, the
+ * `decision_mismatch` gap kind, `salt_id` in tool.call and tool.result,
+ * `tenant_level` in capture.gap and trace.tamper, run.final `coverage`,
+ * run.registered `harness`/`fidelity`/`remote`, approval `via`/`groups`/
+ * `person`, signer.epoch key `cert`, a `hash` kid in key.retire, and it
+ * requires `log_id`, `tenant`, `run_seq` and `run_prev_hash` on every event.
+ *
  * The JSON Schema subset tracekit.event.v2.json uses, as C tables. One node
  * is one schema object; a property list ends with a NULL name. Types are a
  * bit set (0: any). A string length is counted in code points, as Python's
@@ -41,6 +53,8 @@ enum pattern {
 	P_ALG, /* ^[a-z0-9-]+$ */
 	P_B64, /* ^[A-Za-z0-9+/]+={0,2}$ */
 	P_V1KID, /* ^ed25519:[0-9a-f]{16}$ */
+	P_HEX16, /* ^[0-9a-f]{16}$ */
+	P_HEXN, /* ^[0-9a-f]+$ */
 };
 
 #define MAX_SAFE ((int64_t)9007199254740991)
@@ -83,13 +97,14 @@ struct node {
 		.types = T_STR | T_NULL, .max_len = (n)                                                                \
 	}
 
-static const struct node s32 = STRN(32), s64 = STRN(64), s71 = STRN(71), s256 = STRN(256), s1024 = STRN(1024),
-			 s4096 = STRN(4096), s4096n = STRN_NULL(4096), s200n = STRN_NULL(200);
+static const struct node s32 = STRN(32), s64 = STRN(64), s256 = STRN(256), s1024 = STRN(1024), s4096 = STRN(4096),
+			 s16384 = STRN(16384), s4096n = STRN_NULL(4096), s200n = STRN_NULL(200);
 static const struct node n_int = { .types = T_INT }, n_int_n = { .types = T_INT | T_NULL },
 			 n_num_n = { .types = T_NUM | T_NULL };
 static const struct node n_uint = { .types = T_INT, .has_min = true, .min = 0 },
 			 n_uint_n = { .types = T_INT | T_NULL, .has_min = true, .min = 0 };
 static const struct node n_seq = { .types = T_INT, .has_min = true, .min = 0, .has_max = true, .max = MAX_SAFE };
+static const struct node n_count = { .types = T_INT, .has_min = true, .min = 1, .has_max = true, .max = MAX_SAFE };
 static const struct node n_bool = { .types = T_BOOL }, n_bool_n = { .types = T_BOOL | T_NULL };
 static const struct node n_obj = { .types = T_OBJ }, n_any = { 0 }, n_null = { .types = T_NULL };
 static const struct node n_true = { .const_true = true };
@@ -109,6 +124,7 @@ static const struct node hex64_64 = { .types = T_STR, .pat = P_HEX64, .max_len =
 static const struct node arr_s4096_1024 = { .types = T_ARR, .items = &s4096, .max_items = 1024 };
 static const struct node arr_s64_64 = { .types = T_ARR, .items = &s64, .max_items = 64 };
 static const struct node arr_s64_32 = { .types = T_ARR, .items = &s64, .max_items = 32 };
+static const struct node b64_4096 = { .types = T_STR, .pat = P_B64, .max_len = 4096 };
 
 static const char *const e_args_source[] = { "raw", "parsed", "coerced", NULL };
 static const char *const e_layers[] = { "L1", "L2", "L3", "L4", "L5", "L6", NULL };
@@ -116,6 +132,9 @@ static const char *const e_open_closed[] = { "open", "closed", NULL };
 static const struct node args_source = { .enums = e_args_source };
 static const struct node layer = { .enums = e_layers };
 static const struct node open_closed = { .enums = e_open_closed };
+static const struct node layers6 = { .types = T_ARR, .items = &layer, .max_items = 6 };
+static const char *const e_id_schemes[] = { "uid", "harness", "token", "k8s_sa", "mtls", "oidc", NULL };
+static const struct node id_scheme = { .enums = e_id_schemes };
 
 /* ---- $defs ---- */
 
@@ -223,6 +242,7 @@ static const struct node tool_call = {
 	.props = (const struct prop[]){ { "tool_use_id", &s4096, true },
 					{ "name", &s4096, true },
 					{ "input", &(const struct node){ .types = T_OBJ, .extra = &content }, true },
+					{ "salt_id", &id },
 					{ NULL } },
 };
 
@@ -272,8 +292,17 @@ static const struct node approval = {
 						.props = (const struct prop[]){ { "scheme", &s32, true },
 										{ "subject", &s256, true },
 										{ "attested", &n_bool, true },
+										{ "person", &s256 },
 										{ NULL } } } },
 			{ "break_glass", &n_bool },
+			{ "via", &(const struct node){ .types = T_OBJ,
+						       .closed = true,
+						       .props = (const struct prop[]){ { "scheme", &s32, true },
+										       { "subject", &s256, true },
+										       { "attested", &n_bool, true },
+										       { NULL } } } },
+			{ "groups", &arr_s64_32 },
+			{ "person", &s4096 },
 			{ NULL } },
 };
 
@@ -286,6 +315,7 @@ static const struct node tool_result = {
 					{ "duration_ms", &n_int_n },
 					{ "decision_id", &id },
 					{ "redaction", &redaction },
+					{ "salt_id", &id },
 					{ NULL } },
 };
 
@@ -302,7 +332,8 @@ static const struct node review = {
 static const struct node trace_tamper = {
 	.types = T_OBJ,
 	.closed = true,
-	.props = (const struct prop[]){ { "path", &s4096, true },
+	.props = (const struct prop[]){ { "tenant_level", &n_bool },
+					{ "path", &s4096, true },
 					{ "before",
 					  &(const struct node){ .types = T_OBJ,
 								.props = (const struct prop[]){ { "hash", &hash },
@@ -352,13 +383,15 @@ static const char *const gap_kinds[] = {
 	"identity_refused",
 	"approval_expired",
 	"executed_against_policy",
+	"decision_mismatch",
 	NULL,
 };
 
 static const struct node capture_gap = {
 	.types = T_OBJ,
 	.closed = true,
-	.props = (const struct prop[]){ { "reason", &s4096, true },
+	.props = (const struct prop[]){ { "tenant_level", &n_bool },
+					{ "reason", &s4096, true },
 					{ "from_ts", &s4096n },
 					{ "to_ts", &s4096n },
 					{ "missed_events", &n_int_n },
@@ -470,26 +503,35 @@ static const struct node run_registered = {
 									       { NULL } } },
 			  true },
 			{ "identity",
+			  &(const struct node){ .types = T_OBJ,
+						.closed = true,
+						.props =
+							(const struct prop[]){ { "scheme", &id_scheme, true },
+									       { "subject", &s256, true },
+									       { "attested", &n_bool, true },
+									       { "person", &s256 },
+									       { NULL } } },
+			  true },
+			{ "signer_isolation",
+			  &(const struct node){ .enums = (const char *const[]){ "same-user", "separate-user",
+										"remote", "unknown", NULL } } },
+			{ "harness",
 			  &(const struct node){
 				  .types = T_OBJ,
 				  .closed = true,
 				  .props =
 					  (const struct prop[]){
-						  { "scheme",
-						    &(const struct node){
-							    .enums =
-								    (const char *const[]){ "uid", "harness", "token",
-											   "k8s_sa", "mtls", "oidc", NULL } },
+						  { "name", &s64, true },
+						  { "exe", &s4096, true },
+						  { "pid",
+						    &(const struct node){ .types = T_INT, .has_min = true, .min = 1 },
 						    true },
-						  { "subject", &s256, true },
-						  { "attested", &n_bool, true },
-						  { NULL } } },
-			  true },
-			{ "signer_isolation",
-			  &(const struct node){
-				  .enums = (const char *const[]){ "same-user", "separate-user", "unknown", NULL } } },
+						  { "start_time", &n_int_n, true },
+						  { "attested", &n_true, true },
+						  { NULL } } } },
 			{ "fail_modes", &(const struct node){ .types = T_OBJ, .extra = &open_closed } },
 			{ "analyzes", &id },
+			{ "fidelity", &(const struct node){ .enums = (const char *const[]){ "none", NULL } } },
 			{ NULL } },
 };
 
@@ -503,10 +545,33 @@ static const struct node run_closing = {
 					{ NULL } },
 };
 
+/* What run.final says of the capture layers that reported and the tool calls the signer reconciled. */
+static const struct node unreconciled = {
+	.types = T_OBJ,
+	.closed = true,
+	.props = (const struct prop[]){ { "hook_missing", &n_count },
+					{ "fabricated", &n_count },
+					{ "args_mismatch", &n_count },
+					{ "args_unparseable", &n_count },
+					{ "result_without_call", &n_count },
+					{ NULL } },
+};
+static const struct node coverage = {
+	.types = T_OBJ,
+	.closed = true,
+	.props = (const struct prop[]){ { "layers", &layers6, true },
+					{ "reconciled", &n_seq, true },
+					{ "unreconciled", &unreconciled, true },
+					{ NULL } },
+};
+
 static const struct node run_final = {
 	.types = T_OBJ,
 	.closed = true,
-	.props = (const struct prop[]){ { "head_run_seq", &n_seq, true }, { "head_hash", &hash, true }, { NULL } },
+	.props = (const struct prop[]){ { "head_run_seq", &n_seq, true },
+					{ "head_hash", &hash, true },
+					{ "coverage", &coverage },
+					{ NULL } },
 };
 
 static const struct node binding = {
@@ -536,6 +601,7 @@ static const struct node approval_request = {
 					{ "rule_ids", &arr_s64_32, true },
 					{ "expires_at", &ts4096, true },
 					{ "requester", &s256, true },
+					{ "requester_person", &s256 },
 					{ "decision_id", &id, true },
 					{ "binding", &binding, true },
 					{ "binding_digest", &hash, true },
@@ -589,15 +655,51 @@ static const struct node state_write = {
 					{ NULL } },
 };
 
-static const struct node epoch_key = {
+/* A record key's issuance entry from a record-key issuer (tracekit.format.cert). */
+static const struct node cert_body = {
 	.types = T_OBJ,
 	.closed = true,
 	.props =
 		(const struct prop[]){
 			{ "kid", &hash, true },
-			{ "alg", &(const struct node){ .types = T_STR, .max_len = 32, .pat = P_ALG }, true },
-			{ "spki", &(const struct node){ .types = T_STR, .max_len = 4096, .pat = P_B64 }, true },
+			{ "spki", &b64_4096, true },
+			{ "log_id", &s64, true },
+			{ "tenants", &(const struct node){ .types = T_ARR, .items = &s256, .max_items = 256 }, true },
+			{ "not_before", &n_seq, true },
+			{ "not_after", &n_seq, true },
+			{ "serial", &(const struct node){ .types = T_STR, .max_len = 64, .pat = P_HEXN }, true },
 			{ NULL } },
+};
+static const struct node certificate = {
+	.types = T_OBJ,
+	.closed = true,
+	.props = (const struct prop[]){ { "cert", &cert_body, true },
+					{ "sig", &(const struct node){ .types = T_STR, .max_len = 128, .pat = P_B64 },
+					  true },
+					{ NULL } },
+};
+static const struct node b64_64 = { .types = T_STR, .max_len = 64, .pat = P_B64 };
+static const struct node key_cert = {
+	.types = T_OBJ,
+	.closed = true,
+	.props = (const struct prop[]){ { "certificate", &certificate, true },
+					{ "index", &n_seq, true },
+					{ "inclusion",
+					  &(const struct node){ .types = T_ARR, .items = &b64_64, .max_items = 64 },
+					  true },
+					{ "checkpoint", &s16384, true },
+					{ NULL } },
+};
+
+static const struct node epoch_key = {
+	.types = T_OBJ,
+	.closed = true,
+	.props = (const struct prop[]){ { "kid", &hash, true },
+					{ "alg", &(const struct node){ .types = T_STR, .max_len = 32, .pat = P_ALG },
+					  true },
+					{ "spki", &b64_4096, true },
+					{ "cert", &key_cert },
+					{ NULL } },
 };
 
 static const struct node signer_epoch = {
@@ -624,7 +726,7 @@ static const struct node signer_epoch = {
 static const struct node key_retire = {
 	.types = T_OBJ,
 	.closed = true,
-	.props = (const struct prop[]){ { "kid", &s71, true }, { "last_seq", &n_seq, true }, { NULL } },
+	.props = (const struct prop[]){ { "kid", &hash, true }, { "last_seq", &n_seq, true }, { NULL } },
 };
 
 static const struct node log_closed = {
@@ -636,11 +738,7 @@ static const struct node log_closed = {
 static const struct node reconcile = {
 	.types = T_OBJ,
 	.closed = true,
-	.props =
-		(const struct prop[]){
-			{ "layers", &(const struct node){ .types = T_ARR, .items = &layer, .max_items = 6 }, true },
-			{ "detail", &s1024 },
-			{ NULL } },
+	.props = (const struct prop[]){ { "layers", &layers6, true }, { "detail", &s1024 }, { NULL } },
 };
 
 static const struct node refusal_summary = {
@@ -656,6 +754,43 @@ static const struct node refusal_summary = {
 			{ "from_ts", &ts4096, true },
 			{ "to_ts", &ts4096, true },
 			{ "identity", &s256 },
+			{ NULL } },
+};
+
+/* Another system's decision about a tool call, imported through decision_import (source import, tier T3). */
+static const struct node policy_external = {
+	.types = T_OBJ,
+	.closed = true,
+	.props =
+		(const struct prop[]){
+			{ "system", &(const struct node){ .types = T_STR, .min_len = 1, .max_len = 64 }, true },
+			{ "decision",
+			  &(const struct node){ .enums = (const char *const[]){ "allow", "deny", "ask", NULL } },
+			  true },
+			{ "tool_use_id", &id, true },
+			{ "tool", &(const struct node){ .types = T_STR, .min_len = 1, .max_len = 256 }, true },
+			{ "rule_ids", &arr_s64_32, true },
+			{ "reason", &s4096 },
+			{ "signature",
+			  &(const struct node){ .enums = (const char *const[]){ "verified", "unverified", NULL } },
+			  true },
+			{ "record",
+			  &(const struct node){ .types = T_OBJ,
+						.closed = true,
+						.props = (const struct prop[]){ { "hash", &hmac76, true },
+										{ "size", &n_seq, true },
+										{ NULL } } },
+			  true },
+			{ "identity",
+			  &(const struct node){ .types = T_OBJ,
+						.closed = true,
+						.props =
+							(const struct prop[]){ { "scheme", &id_scheme, true },
+									       { "subject", &s256, true },
+									       { "attested", &n_bool, true },
+									       { NULL } } },
+			  true },
+			{ "salt_id", &id, true },
 			{ NULL } },
 };
 
@@ -698,6 +833,7 @@ static const struct {
 	{ "reconcile.unexplained_effect", &reconcile },
 	{ "reconcile.args_unparseable", &reconcile },
 	{ "refusal.summary", &refusal_summary },
+	{ "policy.external", &policy_external },
 };
 
 static const char *const event_types[] = {
@@ -735,6 +871,7 @@ static const char *const event_types[] = {
 	"reconcile.unexplained_effect",
 	"reconcile.args_unparseable",
 	"refusal.summary",
+	"policy.external",
 	NULL,
 };
 
@@ -766,13 +903,14 @@ static const struct node event = {
 			{ "parent_id", &s200n, true },
 			{ "source",
 			  &(const struct node){ .enums = (const char *const[]){ "hook", "proxy", "transcript", "signer",
-										"sdk", "migrated", NULL } },
+										"sdk", "migrated", "import", "gateway",
+										NULL } },
 			  true },
 			{ "type", &(const struct node){ .enums = event_types }, true },
 			{ "data", &n_obj, true },
 			{ "transcript", &transcript },
-			{ "log_id", &hex32_4096 },
-			{ "tenant", &id },
+			{ "log_id", &hex32_4096, true },
+			{ "tenant", &id, true },
 			{ "tenant_attested", &n_bool },
 			{ "principal", &s256 },
 			{ "principal_attested", &n_bool },
@@ -782,10 +920,11 @@ static const struct node event = {
 			{ "tool_call_id", &id },
 			{ "attempt", &n_seq },
 			{ "step", &n_seq },
-			{ "run_seq", &n_seq },
-			{ "run_prev_hash", &hash },
+			{ "run_seq", &n_seq, true },
+			{ "run_prev_hash", &hash, true },
 			{ "capture_layer", &layer },
 			{ "tier", &(const struct node){ .enums = (const char *const[]){ "T1", "T2", "T3", NULL } } },
+			{ "span_id", &(const struct node){ .types = T_STR, .max_len = 16, .pat = P_HEX16 } },
 			{ "args_commitment", &hmac4096 },
 			{ "args_source", &args_source },
 			{ "engine", &(const struct node){ .types = T_STR, .max_len = 128, .pat = P_ENGINE } },
@@ -861,6 +1000,10 @@ static bool pattern_ok(enum pattern p, const char *s, size_t n)
 		return n == 76 && memcmp(s, "hmac-sha256:", 12) == 0 && hex_run(s + 12, 64);
 	case P_V1KID:
 		return n == 24 && memcmp(s, "ed25519:", 8) == 0 && hex_run(s + 8, 16);
+	case P_HEX16:
+		return n == 16 && hex_run(s, 16);
+	case P_HEXN:
+		return n > 0 && hex_run(s, n);
 	case P_TS: {
 		static const char shape[] = "dddd-dd-ddTdd:dd:dd.ddddddZ";
 		if (n != sizeof(shape) - 1) {
@@ -917,6 +1060,10 @@ static const char *pattern_text(enum pattern p)
 		return "^hmac-sha256:[0-9a-f]{64}$";
 	case P_V1KID:
 		return "^ed25519:[0-9a-f]{16}$";
+	case P_HEX16:
+		return "^[0-9a-f]{16}$";
+	case P_HEXN:
+		return "^[0-9a-f]+$";
 	case P_TS:
 		return "YYYY-MM-DDTHH:MM:SS.ffffffZ";
 	case P_ID:

@@ -27,7 +27,7 @@
  *     other type. -EBADMSG with why; -ENOMEM.
  */
 
-#define EVENT_SCHEMA_COMMIT "8db1632c65f062ee7acdb3c9a7475aed8284886a"
+#define EVENT_SCHEMA_COMMIT "687a96cad5b1ac4857ce1f363d7077327da13809"
 #define EVENT_SCHEMA_WHY_MAX 256
 
 _wur_ int event_schema_check(const json_t *ev, char *why, size_t why_size);

@@ -3,7 +3,7 @@
 # observations of every kind and gaps, each close reason the daemon sends, an open run), each checked three ways:
 # `tkbox verify` (which checks every event's data by type, src/verify/schema.c), the expected verdict and assurance
 # (a self-approval says "approvals: self"), and python3-jsonschema against Tracekit's event schema v2
-# (tests/verify/vectors/tracekit.event.v2.json, commit 8db1632).
+# (tests/verify/vectors/tracekit.event.v2.json, commit 687a96c).
 # Then the differential test: tkb-schema (src/verify/schema.c) and python3-jsonschema must agree on ~30,000 mutations
 # of these events and of events of the types tkbox-signer does not write.
 # usage: flows.sh TKBOX-SIGNER SIGNER-CLIENT TKBOX TKB-SCHEMA

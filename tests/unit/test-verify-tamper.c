@@ -761,8 +761,11 @@ static const uint8_t data_seed[32] = { 9, 9, 9 };
 
 /*
  * Valid events of every type tkbox-signer writes and of types it does not
- * (Tracekit's, which tkbox verify must accept all the same), with the
- * optional fields the schema allows. @PH@ is the generator's policy hash.
+ * (Tracekit's, which tkbox verify must accept all the same: among them a
+ * policy.external of source import with a span_id, as Tracekit's
+ * decision_import writes it, a model.exchange of source gateway and a
+ * decision_mismatch gap), with the optional fields the schema allows. @PH@
+ * is the generator's policy hash.
  */
 static const char accept_events[] =
 	"["
@@ -798,13 +801,23 @@ static const char accept_events[] =
 	"{\"type\":\"state.write\",\"source\":\"sdk\",\"data\":{\"store\":\"default\",\"key\":\"k\",\"prev_digest\":"
 	"null,"
 	"\"digest\":\"hmac-sha256:4444444444444444444444444444444444444444444444444444444444444444\"}},"
-	"{\"type\":\"model.exchange\",\"source\":\"proxy\",\"data\":{\"exchange_id\":\"x\",\"phase\":\"response\","
+	"{\"type\":\"model.exchange\",\"source\":\"gateway\",\"top\":{\"tier\":\"T2\"},\"data\":{\"salt_id\":\"s4\","
+	"\"exchange_id\":\"x\",\"phase\":\"response\","
 	"\"streamed\":true,\"model\":null,\"status\":200,\"added_latency_ms\":1.5,\"attribution\":\"none\","
 	"\"usage\":{\"input_tokens\":1,\"output_tokens\":2,\"reasoning_tokens\":null},"
 	"\"tool_uses\":[{\"id\":\"u\",\"name\":\"Bash\",\"args_unparseable\":true,\"executed_by\":\"client\"}],"
 	"\"response\":{\"value\":[1,2],\"redacted\":false}}},"
+	"{\"type\":\"policy.external\",\"source\":\"import\",\"top\":{\"tier\":\"T3\",\"tool_call_id\":\"c\","
+	"\"span_id\":\"00f067aa0ba902b7\"},\"data\":{\"system\":\"aws-agentcore-policy\",\"decision\":\"deny\","
+	"\"tool_use_id\":\"c\",\"tool\":\"Bash\",\"rule_ids\":[\"refund-limit-1000\"],\"reason\":\"a forbid policy\","
+	"\"signature\":\"unverified\",\"record\":{\"hash\":\"hmac-sha256:"
+	"8888888888888888888888888888888888888888888888888888888888888888\",\"size\":12},\"identity\":{\"scheme\":"
+	"\"mtls\",\"subject\":\"spiffe://acme/pdp\",\"attested\":true},\"salt_id\":\"s5\"}},"
 	"{\"type\":\"capture.gap\",\"data\":{\"reason\":\"ran\",\"kind\":\"signer_unavailable\",\"missed_events\":3,"
 	"\"from_ts\":null,\"tool_use_id\":null}},"
+	"{\"type\":\"capture.gap\",\"top\":{\"tool_call_id\":\"c\"},\"data\":{\"reason\":\"aws-agentcore-policy "
+	"decided "
+	"deny; the signer decided allow\",\"kind\":\"decision_mismatch\",\"tenant_level\":false}},"
 	"{\"type\":\"review\",\"source\":\"sdk\",\"data\":{\"reviewer\":\"tkbox.egress\",\"verdict\":{\"host\":\"e\"},"
 	"\"open\":1}},"
 	"{\"type\":\"error\",\"source\":\"sdk\",\"data\":{\"message\":\"m\",\"more\":[]}},"
@@ -1014,10 +1027,24 @@ static void test_data_rules(void **state)
 		{ "refusal.summary", "data.count", json_integer(0), false, "count: out of range" },
 		{ "approval.expired", "data.approval_id", json_string("a b"), false,
 		  "does not match ^[A-Za-z0-9._:-]+$" },
-		/* The top level at the schema's commit: no "gateway" or "import" source, no span_id. */
-		{ "run.end", "source", json_string("gateway"), false, "event.source: not one of" },
-		{ "run.end", "source", json_string("import"), false, "event.source: not one of" },
-		{ "run.end", "top.span_id", json_string("0123"), false, "unexpected field 'span_id'" },
+		/* policy.external (source import), and a model.exchange from the gateway: the schema's rules hold. */
+		{ "policy.external", "data.identity", NULL, false, "missing required 'identity'" },
+		{ "policy.external", "data.salt_id", NULL, false, "missing required 'salt_id'" },
+		{ "policy.external", "data.record.size", NULL, false, "missing required 'size'" },
+		{ "policy.external", "data.verdict", json_string("deny"), false, "unexpected field 'verdict'" },
+		{ "policy.external", "data.record.salt", json_string("s"), false, "unexpected field 'salt'" },
+		{ "policy.external", "data.decision", json_string("flag"), false, "decision: not one of" },
+		{ "policy.external", "data.signature", json_string("trusted"), false, "signature: not one of" },
+		{ "policy.external", "data.identity.scheme", json_string("password"), false, "scheme: not one of" },
+		{ "policy.external", "data.system", json_string(""), false, "system: shorter than 1" },
+		{ "policy.external", "top.span_id", json_string("00F067AA0BA902B7"), false,
+		  "span_id: does not match ^[0-9a-f]{16}$" },
+		{ "policy.external", "top.tier", json_string("T4"), false, "event.tier: not one of" },
+		{ "policy.external", "source", json_string("imported"), false, "event.source: not one of" },
+		{ "model.exchange", "source", json_string("Gateway"), false, "event.source: not one of" },
+		{ "model.exchange", "data.phase", NULL, false, "missing required 'phase'" },
+		{ "model.exchange", "data.gateway", json_string("g"), false, "unexpected field 'gateway'" },
+		{ "model.exchange", "data.phase", json_string("stream"), false, "phase: not one of" },
 		{ "approval.request", "top.request_id", json_string("r 1"), false, "request_id: does not match" },
 	};
 	struct buf zip = { 0 };
