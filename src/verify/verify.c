@@ -1008,6 +1008,73 @@ static void check_policies(struct vstate *st)
 
 /* ---- informational lines ------------------------------------------------------------------------------------------- */
 
+/* At most this many systems are named on the `external decisions` line; the rest are counted as "others". */
+#define EXTERNAL_MAX_SYSTEMS 16
+
+static int cmp_key(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/*
+ * Other systems' decisions the signer imported (policy.external), and the
+ * calls on which they disagreed with it (capture.gap decision_mismatch), as
+ * Tracekit's verifier reports them: a WARN when any disagree.
+ */
+static void check_external(struct vstate *st)
+{
+	_cleanup_json_ json_t *systems = json_object();
+	size_t imported = 0, verified = 0, mismatched = 0, others = 0, n = 0;
+	const char *keys[EXTERNAL_MAX_SYSTEMS], *k, *s;
+	struct buf line = { 0 };
+	json_t *v;
+
+	for (size_t i = 0; systems && i < st->n_run; i++) {
+		const struct record *r = &st->run[i];
+		json_t *data = json_object_get(r->event, "data");
+
+		if (r->type && strcmp(r->type, "capture.gap") == 0 && json_get_string(data, "kind", &s) == 0 &&
+		    strcmp(s, "decision_mismatch") == 0) {
+			mismatched++;
+		}
+		if (!r->type || strcmp(r->type, "policy.external") != 0 || json_get_string(data, "system", &s) < 0) {
+			continue;
+		}
+		imported++;
+		verified += json_get_string(data, "signature", &k) == 0 && strcmp(k, "verified") == 0;
+		v = json_object_get(systems, s);
+		if (v) {
+			(void)json_integer_set(v, json_integer_value(v) + 1);
+		} else if (json_object_size(systems) < EXTERNAL_MAX_SYSTEMS) {
+			(void)json_object_set_new(systems, s, json_integer(1));
+		} else {
+			others++;
+		}
+	}
+	if (!imported && !mismatched) {
+		return;
+	}
+	json_object_foreach(systems, k, v) {
+		keys[n++] = k;
+	}
+	qsort(keys, n, sizeof(keys[0]), cmp_key);
+	if (buf_init(&line, MAX_DETAIL, 0) < 0) {
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		(void)buf_putf(&line, "%s%s %lld", i ? ", " : "", Q(keys[i]),
+			       (long long)json_integer_value(json_object_get(systems, keys[i])));
+	}
+	if (others) {
+		(void)buf_putf(&line, "%sothers %zu", n ? ", " : "", others);
+	}
+	add_check(st, "external decisions", mismatched ? CHECK_WARN : CHECK_PASS,
+		  "%zu imported: %.*s; signatures verified %zu, unverified %zu; %zu disagree with the signer", imported,
+		  buf_len(&line) ? (int)buf_len(&line) : 4, buf_len(&line) ? (const char *)buf_ptr(&line) : "none",
+		  verified, imported - verified, mismatched);
+	buf_release(&line);
+}
+
 static void check_info(struct vstate *st)
 {
 	size_t tiers[4] = { 0 }, srcs[3] = { 0 }, against = 0, break_glass = 0;
@@ -1057,6 +1124,7 @@ static void check_info(struct vstate *st)
 		add_check(st, "policy", CHECK_WARN,
 			  "%zu call(s) ran against the policy (capture.gap executed_against_policy)", against);
 	}
+	check_external(st);
 	if (final) {
 		json_t *cov = json_object_get(final, "coverage"), *un = json_object_get(cov, "unreconciled");
 		const char *k;

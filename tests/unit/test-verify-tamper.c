@@ -973,6 +973,16 @@ static json_t *many_ids(size_t n)
 	return a;
 }
 
+static const struct verify_check *find_check(const struct verify_report *rep, const char *name)
+{
+	for (size_t i = 0; i < rep->n_checks; i++) {
+		if (strcmp(rep->checks[i].name, name) == 0) {
+			return &rep->checks[i];
+		}
+	}
+	return NULL;
+}
+
 static void test_data_rules(void **state)
 {
 	struct {
@@ -1065,6 +1075,15 @@ static void test_data_rules(void **state)
 	assert_int_equal(rep.exit_code, 0);
 	assert_string_equal(rep.integrity, "VERIFIED");
 	assert_null(strstr(rep.assurance, "approvals: self"));
+	/* The imported decision and the call it disagreed on, as Tracekit's verifier reports them: a warning. */
+	{
+		const struct verify_check *ext = find_check(&rep, "external decisions");
+		assert_non_null(ext);
+		assert_int_equal(ext->status, CHECK_WARN);
+		assert_string_equal(ext->detail,
+				    "1 imported: aws-agentcore-policy 1; signatures verified 0, unverified 1; "
+				    "1 disagree with the signer");
+	}
 	verify_report_release(&rep);
 	buf_release(&zip);
 	tb_release(&t);
