@@ -85,6 +85,7 @@ struct box {
 	bool reader_done; /* the supervisor's reader thread has finished with the box */
 	unsigned refs; /* requests using the box without holding g.lock (export) */
 	char *stop_reason;
+	char *cut_reason; /* the supervisor cut the box off from its agent (lost, protocol violation, kills ignored): why */
 	bool stop_requested;
 	uint64_t gaps_complete; /* completions the signer did not record */
 	uint64_t gaps_unrecorded; /* ... of which not even the gap is recorded yet */
@@ -750,6 +751,13 @@ struct reader_arg {
 	struct box *b;
 };
 
+/* Supervisor events that mean the box's agent is gone: the box is stopped and its run says why. */
+static bool box_cut_event(const char *event)
+{
+	return strcmp(event, "box.agent_lost") == 0 || strcmp(event, "box.protocol_violation") == 0 ||
+	       strcmp(event, "box.kills_ignored") == 0;
+}
+
 /* One thread per box: reads the supervisor's messages until it exits. */
 static void *reader_thread(void *arg)
 {
@@ -809,6 +817,17 @@ static void *reader_thread(void *arg)
 		case SUPMSG_EVENT:
 			events_write(b, EV_LIFECYCLE, m.event,
 				     m.detail ? json_pack("{s:s}", "detail", m.detail) : NULL);
+			if (!b->cut_reason && box_cut_event(m.event)) {
+				/*
+				 * The box's agent is gone or hostile: the box leaves running now,
+				 * so no exec is decided for it; the supervisor is stopping it.
+				 */
+				b->cut_reason = strdup(m.detail ? m.detail : m.event);
+				if (b->state == BOX_RUNNING || b->state == BOX_CREATING) {
+					b->state = BOX_STOPPING;
+				}
+				box_save(b);
+			}
 			break;
 		case SUPMSG_STOPPED:
 			stopped_ok = true;
@@ -848,6 +867,15 @@ static void *reader_thread(void *arg)
 		/* The loss is recorded, then the run is closed: a failure ends the run. */
 		box_gap(b, "supervisor", "the box's supervisor exited unexpectedly; the box was stopped", 1);
 		box_close_run(b, "failure: the box's supervisor exited");
+	} else if (b->cut_reason) {
+		/* Why the host cut the box off is in its record: a gap (nothing the agent did after is seen), then the close. */
+		_cleanup_free_ char *close = NULL;
+		if (box_gap(b, "agent", b->cut_reason, 1) < 0) {
+			log_warn("box %s: the cut-off could not be recorded", b->name);
+		}
+		if (asprintf(&close, "failure: %s", b->cut_reason) >= 0) {
+			box_close_run(b, close);
+		}
 	}
 	pthread_mutex_lock(&g.lock);
 	b->reader_done = true; /* from here on nothing of this thread touches b: rm may free it */
@@ -1145,6 +1173,7 @@ static void box_free(struct box *b)
 	obsq_release(&b->obs);
 	free(b->boot_error);
 	free(b->stop_reason);
+	free(b->cut_reason);
 	strv_free(b->env);
 	(void)pthread_cond_destroy(&b->cond);
 	free(b);
@@ -1470,6 +1499,13 @@ static void api_create(struct conn *c)
 	if (boot && ws.path) {
 		(void)json_object_set_new(boot, "workspace", json_string(ws.path));
 	}
+	/* What the box printed stays in its state until tkbox rm (the supervisor copies it when the VM is gone). */
+	if (boot) {
+		_cleanup_free_ char *console = NULL;
+		if (asprintf(&console, "%s/console.log", b->dir) >= 0) {
+			(void)json_object_set_new(boot, "console_keep", json_string(console));
+		}
+	}
 	if (boot && g.o.kernel && g.o.modules_dir) {
 		(void)json_object_set_new(boot, "kernel", json_string(g.o.kernel));
 		(void)json_object_set_new(boot, "modules", json_string(g.o.modules_dir));
@@ -1495,6 +1531,18 @@ static void api_create(struct conn *c)
 		pthread_mutex_unlock(&g.lock);
 		r = -EIO;
 		goto fail;
+	}
+	if (b->cut_reason) {
+		/* Its agent was lost right after boot: never reported running (the reader thread records why). */
+		(void)snprintf(err, sizeof(err), "%s", b->cut_reason);
+		pthread_mutex_unlock(&g.lock);
+		log_warn("box %s: agent lost right after boot: %s", b->name, err);
+		respond_error(c->fd, 503, "box_lost", NULL,
+			      "box %s was stopped right after boot: %s (tkbox export %s shows its record)", b->name,
+			      err, b->name);
+		local_image_release(&img);
+		local_image_release(&ws);
+		return;
 	}
 	b->state = BOX_RUNNING;
 	events_write(b, EV_LIFECYCLE, "box.running",
@@ -1759,9 +1807,18 @@ static void api_exec(struct conn *c, const char *name)
 	pthread_mutex_lock(&g.lock);
 	b = box_find(name);
 	if (!b || b->state != BOX_RUNNING) {
+		_cleanup_free_ char *why = b && b->cut_reason ? strdup(b->cut_reason) : NULL;
 		pthread_mutex_unlock(&g.lock);
 		if (memfd >= 0) {
 			(void)close(memfd);
+		}
+		if (why) {
+			/* Refused before any decision: the host cut the box off from its agent. */
+			respond_error(
+				c->fd, 409, "box_not_running", NULL,
+				"box %s was stopped by the host: %s; nothing ran (tkbox export %s shows its record)",
+				name, why, name);
+			return;
 		}
 		respond_error(c->fd, b ? 409 : 404, b ? "box_not_running" : "no_such_box", NULL,
 			      b ? "box %s is not running (tkbox ls)" : "no box named %s (tkbox ls)", name);
@@ -2139,6 +2196,12 @@ static void api_rm(struct conn *c, const char *name)
 		}
 		if (asprintf(&ev, "%s/events.jsonl", b->dir) >= 0) {
 			(void)unlink(ev);
+		}
+		{
+			_cleanup_free_ char *con = NULL;
+			if (asprintf(&con, "%s/console.log", b->dir) >= 0) {
+				(void)unlink(con);
+			}
 		}
 		(void)rmdir(b->dir);
 	}

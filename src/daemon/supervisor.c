@@ -23,6 +23,10 @@
 
 #define SUP_SHUTDOWN_MS 20000
 #define SUP_RELEASE_WAIT_MS 60000
+#define SUP_KILL_GRACE_MS 10000 /* a killed command has this long to end in the guest */
+#define SUP_MAX_IGNORED_KILLS 3 /* commands a guest may leave running after their kill before its box is stopped */
+#define SUP_TIMED_OUT_HOST "the command ran past its time limit; the box did not stop the command, so the host ended it"
+#define SUP_AGENT_EVENTS_PER_TURN 256 /* guest events handled before the daemon and the clients get a turn */
 
 struct sx {
 	bool used;
@@ -36,6 +40,7 @@ struct sx {
 	uint8_t exit_frame[5];
 	uint64_t held_until_ms; /* a release that never comes does not hold the client forever */
 	bool killed; /* we sent SIGKILL */
+	uint64_t kill_grace_ms; /* past it, a killed command the guest never ended is ended by the host */
 	char *why; /* why we cut it (timeout, client gone, slow client) */
 	uint64_t deadline_ms;
 	/* stdin */
@@ -60,24 +65,16 @@ struct sup {
 	struct vm_box *box;
 	struct sx x[SUPERVISOR_MAX_EXECS];
 	uint64_t lifetime_deadline_ms;
+	unsigned ignored_kills; /* commands the guest did not end after their kill */
 	bool stopping;
 	const char *stop_reason;
+	char lost[256]; /* why the agent connection ended, when it did */
 	struct buf msg;
 };
 
 static uint64_t now_ms(void)
 {
 	return vm_box_now_ns() / 1000000ull;
-}
-
-/*
- * The agent socket fd for poll(). agent-client.h does not expose it yet
- * (requested in NOTE-daemon.txt: agent_client_fd); struct agent_client
- * starts with `int fd`, which this reads until the accessor exists.
- */
-static int sup_agent_fd(const struct vm_box *b)
-{
-	return *(const int *)(const void *)b->agent;
 }
 
 static void send_ctl(struct sup *s, json_t *v)
@@ -110,6 +107,11 @@ static void sx_frame(struct sx *x, uint8_t type, const void *p, size_t n)
 		x->client_gone = true;
 		if (!x->why) {
 			x->why = strdup("the client did not read the output (8 MiB queued)");
+		}
+		/* Its queue is never sent now: give the memory back at once. */
+		buf_release(&x->out);
+		if (buf_init(&x->out, SUPERVISOR_EXEC_OUT_MAX, 0) < 0) {
+			log_warn("supervisor: exec %lld: output queue", (long long)x->exec);
 		}
 	}
 }
@@ -144,6 +146,7 @@ static void sx_kill(struct sup *s, struct sx *x, const char *why)
 		return;
 	}
 	x->killed = true;
+	x->kill_grace_ms = now_ms() + SUP_KILL_GRACE_MS;
 	if (!x->why && why) {
 		x->why = strdup(why);
 	}
@@ -470,6 +473,41 @@ static void push_stdin(struct sup *s, struct sx *x)
 	}
 }
 
+/* Keep the output queued for all of the box's clients under SUPERVISOR_BOX_OUT_MAX: the slowest reader goes first. */
+static void box_out_check(struct sup *s)
+{
+	for (;;) {
+		struct sx *slow = NULL;
+		size_t total = 0;
+
+		for (size_t i = 0; i < ARRAY_SIZE(s->x); i++) {
+			struct sx *x = &s->x[i];
+			if (!x->used || x->client_gone || buf_len(&x->out) == 0) {
+				continue;
+			}
+			total += buf_len(&x->out);
+			if (!slow || buf_len(&x->out) > buf_len(&slow->out)) {
+				slow = x;
+			}
+		}
+		if (!slow || total <= SUPERVISOR_BOX_OUT_MAX) {
+			return;
+		}
+		slow->client_gone = true;
+		if (!slow->why) {
+			slow->why =
+				strdup("the client did not read the output (the box's 32 MiB of output queued for its "
+				       "clients was reached, and this client had the most)");
+		}
+		sx_kill(s, slow, NULL);
+		/* Its queue is never sent now: give the memory back at once. */
+		buf_release(&slow->out);
+		if (buf_init(&slow->out, SUPERVISOR_EXEC_OUT_MAX, 0) < 0) {
+			log_warn("supervisor: exec %lld: output queue", (long long)slow->exec);
+		}
+	}
+}
+
 static void agent_event(struct sup *s, const struct agent_event *ev)
 {
 	struct sx *x = ev->type == AGENT_EV_PONG || ev->type == AGENT_EV_SHUTDOWN_ACK ? NULL : sx_by_agent(s, ev->id);
@@ -485,6 +523,7 @@ static void agent_event(struct sup *s, const struct agent_event *ev)
 	case AGENT_EV_STDOUT:
 	case AGENT_EV_STDERR:
 		sx_frame(x, ev->type == AGENT_EV_STDOUT ? EXS_STDOUT : EXS_STDERR, ev->data, ev->len);
+		box_out_check(s);
 		break;
 	case AGENT_EV_EXIT:
 		x->exited = ev->exited;
@@ -542,6 +581,9 @@ static int boot(struct sup *s, json_t *m)
 	if (json_get_string(m, "workspace", &workspace) < 0) {
 		workspace = NULL;
 	}
+	if (json_get_string(m, "console_keep", &o.console_keep) < 0) {
+		o.console_keep = NULL;
+	}
 	if (json_get_string(m, "kernel", &kernel) < 0 || json_get_string(m, "modules", &modules) < 0) {
 		kernel = modules = NULL;
 	}
@@ -579,6 +621,27 @@ static bool busy(const struct sup *s)
 		}
 	}
 	return false;
+}
+
+/*
+ * The agent connection is over: a guest that broke the protocol (the
+ * violation names the frame) or one that went away. The daemon hears why
+ * before the stop begins, and the stop reason carries it.
+ */
+static void stop_box(struct sup *s, const char *reason);
+
+static void agent_lost(struct sup *s, int r)
+{
+	const char *why = agent_client_violation(s->box->agent);
+
+	if (why) {
+		(void)snprintf(s->lost, sizeof(s->lost), "%s", why);
+		send_event(s, "box.protocol_violation", s->lost);
+	} else {
+		(void)snprintf(s->lost, sizeof(s->lost), "agent connection lost: %s", tk_strerror(r));
+		send_event(s, "box.agent_lost", s->lost);
+	}
+	stop_box(s, s->lost);
 }
 
 /* Stop: every command is killed, the guest is asked to power off, QEMU is reaped. */
@@ -647,7 +710,6 @@ int supervisor_main(int fd)
 	size_t nfds = 0;
 	json_t *m = NULL;
 	const char *op;
-	bool agent_readable = true;
 	int r;
 
 	log_set_ident("tkbox-supervisor");
@@ -697,24 +759,28 @@ int supervisor_main(int fd)
 		size_t np = 0;
 		uint64_t t = now_ms(), next = s.lifetime_deadline_ms;
 		int timeout;
-		bool pending_stdin = false;
+		bool pending_stdin = false, agent_more;
 
 		/*
-		 * Drain the agent without waiting. agent_client_next reads the socket
-		 * only when it polls (timeout > 0), so the first call after poll()
-		 * saw it readable gets 1 ms; later calls decode what is buffered.
+		 * Read the agent without waiting, at most SUP_AGENT_EVENTS_PER_TURN
+		 * events, then serve the daemon and the clients: a guest that never
+		 * stops sending cannot starve them. Each call writes the host's queued
+		 * requests first. What is left in the client's buffer is invisible to
+		 * poll(), so the turn ends with a zero timeout when any is.
 		 */
-		for (int k = 0; k < 256; k++) {
+		r = 0;
+		agent_more = false;
+		for (int k = 0; k < SUP_AGENT_EVENTS_PER_TURN; k++) {
 			struct agent_event ev;
-			r = agent_client_next(s.box->agent, k == 0 && agent_readable ? 1 : 0, &ev);
+			r = agent_client_next(s.box->agent, 0, &ev);
 			if (r <= 0) {
 				break;
 			}
 			agent_event(&s, &ev);
+			agent_more = k + 1 == SUP_AGENT_EVENTS_PER_TURN;
 		}
 		if (r < 0) {
-			send_event(&s, "box.agent_lost", tk_strerror(r));
-			stop_box(&s, "the box's agent connection was lost");
+			agent_lost(&s, r);
 			break;
 		}
 		for (size_t i = 0; i < ARRAY_SIZE(s.x); i++) {
@@ -727,6 +793,22 @@ int supervisor_main(int fd)
 			}
 			if (x->client_gone && !x->finished) {
 				sx_kill(&s, x, NULL);
+			}
+			if (!x->finished && x->killed && t >= x->kill_grace_ms) {
+				/*
+				 * The guest did not end a command it was told to kill: the host
+				 * ends it on its side (the client is answered, the completion
+				 * recorded), whatever the guest does with it later.
+				 */
+				if (t >= x->deadline_ms) {
+					free(x->why);
+					x->why = strdup(SUP_TIMED_OUT_HOST);
+				} else if (!x->why) {
+					x->why = strdup("the box did not stop the command after its kill, so the host "
+							"ended it");
+				}
+				s.ignored_kills++;
+				sx_finish(&s, x);
 			}
 			push_stdin(&s, x);
 			client_flush(x);
@@ -745,7 +827,8 @@ int supervisor_main(int fd)
 				pending_stdin = true;
 			}
 			if (!x->finished) {
-				next = MIN(next, x->deadline_ms);
+				/* Never a past deadline as the poll timeout: a killed command waits for its grace. */
+				next = MIN(next, x->killed ? x->kill_grace_ms : x->deadline_ms);
 			}
 			if (x->fd >= 0 && !x->client_gone) {
 				p[np] = (struct pollfd){ .fd = x->fd,
@@ -754,6 +837,14 @@ int supervisor_main(int fd)
 				px[np++] = x;
 			}
 		}
+		if (s.ignored_kills >= SUP_MAX_IGNORED_KILLS) {
+			(void)snprintf(s.lost, sizeof(s.lost),
+				       "the box did not stop %u commands it was told to kill (SUP_MAX_IGNORED_KILLS)",
+				       s.ignored_kills);
+			send_event(&s, "box.kills_ignored", s.lost);
+			stop_box(&s, s.lost);
+			break;
+		}
 		if (t >= s.lifetime_deadline_ms) {
 			send_event(&s, "box.lifetime", "the box reached its lifetime limit");
 			stop_box(&s, "the box reached its lifetime limit");
@@ -761,14 +852,23 @@ int supervisor_main(int fd)
 		}
 		p[np] = (struct pollfd){ .fd = s.ctl, .events = POLLIN };
 		px[np++] = NULL;
-		p[np] = (struct pollfd){ .fd = sup_agent_fd(s.box), .events = POLLIN };
+		/* Requests queued on this turn (a kill at a deadline) go out now, not after the wait. */
+		r = agent_client_flush(s.box->agent);
+		if (r < 0) {
+			agent_lost(&s, r);
+			break;
+		}
+		p[np] = (struct pollfd){ .fd = agent_client_fd(s.box->agent),
+					 .events = (short)(POLLIN | (r > 0 ? POLLOUT : 0)) };
 		px[np++] = NULL;
 		timeout = (int)MIN(next - MIN(next, t), (uint64_t)60000);
 		if (pending_stdin) {
 			timeout = MIN(timeout, 10); /* queued towards the agent: come back to flush it */
 		}
+		if (agent_more || agent_client_buffered(s.box->agent)) {
+			timeout = 0; /* guest frames already read (or a full turn of them): no waiting */
+		}
 		r = poll(p, np, timeout);
-		agent_readable = r > 0 && p[np - 1].revents != 0;
 		if (r < 0 && errno != EINTR) {
 			stop_box(&s, "internal error");
 			break;

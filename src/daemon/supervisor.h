@@ -18,6 +18,12 @@
 #define SUPERVISOR_ARG "--supervise"
 #define SUPERVISOR_EXEC_OUT_MAX ((size_t)8 << 20) /* output queued for one slow client before the command is killed */
 #define SUPERVISOR_MAX_EXECS 64
+/*
+ * Output queued for all of a box's clients together: past it the command of
+ * the client with the most queued (the slowest reader) is killed, so 64
+ * stalled clients cannot hold 64 x 8 MiB.
+ */
+#define SUPERVISOR_BOX_OUT_MAX ((size_t)32 << 20)
 
 /* Runs the supervisor on fd; returns the process exit status. */
 int supervisor_main(int fd);

@@ -12,7 +12,7 @@
  * operations each way:
  *
  *   daemon -> supervisor
- *     boot  {op,box_id,rootfs,workspace?,state_dir,guest,accel,vcpus,mem_mib,scratch_mib,env[],lifetime_s,
+ *     boot  {op,box_id,rootfs,workspace?,state_dir,guest,accel,vcpus,mem_mib,scratch_mib,env[],lifetime_s,console_keep?,
  *            kernel?,modules?}
  *     exec  {op,exec,argv[],env[],cwd?,stdin:"none"|"upfront"|"stream",timeout_s}  fds: client[, stdin memfd]
  *     release {op,exec}                          the completion is recorded: send the client its EXIT

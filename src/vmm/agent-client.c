@@ -2,6 +2,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -33,6 +34,10 @@ struct agent_client {
 	struct tracked t[AGENT_CLIENT_MAX_TRACKED];
 	uint32_t next_id;
 	uint32_t next_ping;
+	uint32_t pings[AGENT_CLIENT_MAX_PINGS]; /* outstanding ping ids (0: free) */
+	bool shutdown_sent;
+	bool shutdown_acked;
+	char why[160]; /* the violation that killed the connection, for the record */
 	struct agent_msg cur; /* the last event's message (owns its strings) */
 	uint64_t bytes_in;
 };
@@ -119,14 +124,26 @@ int agent_client_ping(struct agent_client *c, uint32_t *ret_id)
 	uint32_t id;
 	int r;
 
+	size_t slot = ARRAY_SIZE(c->pings);
+
 	if (c->dead) {
 		return c->dead;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(c->pings); i++) {
+		if (c->pings[i] == 0) {
+			slot = i;
+			break;
+		}
+	}
+	if (slot == ARRAY_SIZE(c->pings)) {
+		return -EBUSY;
 	}
 	id = c->next_ping;
 	r = agent_encode_simple(&c->out, AGENT_MSG_PING, id);
 	if (r < 0) {
 		return r;
 	}
+	c->pings[slot] = id;
 	c->next_ping = id >= AGENT_MAX_ID ? 1 : id + 1;
 	if (ret_id) {
 		*ret_id = id;
@@ -242,10 +259,31 @@ int agent_client_signal(struct agent_client *c, uint32_t id, int sig)
 
 int agent_client_shutdown(struct agent_client *c)
 {
+	int r;
+
 	if (c->dead) {
 		return c->dead;
 	}
-	return agent_encode_simple(&c->out, AGENT_MSG_SHUTDOWN, 0);
+	r = agent_encode_simple(&c->out, AGENT_MSG_SHUTDOWN, 0);
+	if (r >= 0) {
+		c->shutdown_sent = true;
+	}
+	return r;
+}
+
+const char *agent_client_violation(const struct agent_client *c)
+{
+	return c->why[0] ? c->why : NULL;
+}
+
+int agent_client_fd(const struct agent_client *c)
+{
+	return c->fd;
+}
+
+bool agent_client_buffered(const struct agent_client *c)
+{
+	return !c->dead && c->rpos < c->rlen;
 }
 
 static void return_credit(struct agent_client *c, uint64_t min)
@@ -280,7 +318,46 @@ static int flush(struct agent_client *c)
 	return 0;
 }
 
-/* Validate one decoded guest message against what the host asked for, and turn it into an event. */
+int agent_client_flush(struct agent_client *c)
+{
+	int r;
+
+	if (c->dead) {
+		return c->dead;
+	}
+	r = flush(c);
+	if (r < 0) {
+		return kill_conn(c, r);
+	}
+	return buf_len(&c->out) > 0 ? 1 : 0;
+}
+
+/* Note why the guest is cut off (the supervisor records it), and fail with -EPROTO (or r). */
+static int violation(struct agent_client *c, uint8_t type, const char *what, int r)
+{
+	if (!c->why[0]) {
+		(void)snprintf(c->why, sizeof(c->why), "protocol violation: frame type 0x%02x (%s)", type, what);
+	}
+	return r;
+}
+
+static bool take_ping(struct agent_client *c, uint32_t id)
+{
+	for (size_t i = 0; id != 0 && i < ARRAY_SIZE(c->pings); i++) {
+		if (c->pings[i] == id) {
+			c->pings[i] = 0;
+			return true;
+		}
+	}
+	return false;
+}
+
+/*
+ * Validate one decoded guest message against what the host asked for, and
+ * turn it into an event. A frame the host never asked for is a violation: a
+ * pong without its ping, an ack without a shutdown, anything about an exec
+ * the host never started or that is already over.
+ */
 static int to_event(struct agent_client *c, struct agent_event *ev)
 {
 	struct agent_msg *m = &c->cur;
@@ -291,23 +368,27 @@ static int to_event(struct agent_client *c, struct agent_event *ev)
 	    !(m->type == AGENT_MSG_ERROR && m->id == 0)) {
 		t = track_find(c, m->id);
 		if (!t) {
-			return -EPROTO; /* about an exec the host never started (or that is over) */
+			return violation(c, m->type, "about an exec the host never started or that is over", -EPROTO);
 		}
 	}
 	switch (m->type) {
 	case AGENT_MSG_PONG:
-		/* A pong for a ping never sent is a lie. */
-		if (m->id == 0 || m->id >= c->next_ping) {
-			return -EPROTO;
+		/* A pong for a ping never sent (or already answered) is a lie. */
+		if (!take_ping(c, m->id)) {
+			return violation(c, m->type, "a pong without an outstanding ping", -EPROTO);
 		}
 		ev->type = AGENT_EV_PONG;
 		return 0;
 	case AGENT_MSG_SHUTDOWN_ACK:
+		if (!c->shutdown_sent || c->shutdown_acked) {
+			return violation(c, m->type, "a shutdown ack without a shutdown", -EPROTO);
+		}
+		c->shutdown_acked = true;
 		ev->type = AGENT_EV_SHUTDOWN_ACK;
 		return 0;
 	case AGENT_MSG_STARTED:
 		if (t->started) {
-			return -EPROTO;
+			return violation(c, m->type, "a second start for one exec", -EPROTO);
 		}
 		t->started = true;
 		ev->type = AGENT_EV_STARTED;
@@ -316,11 +397,11 @@ static int to_event(struct agent_client *c, struct agent_event *ev)
 	case AGENT_MSG_STDOUT:
 	case AGENT_MSG_STDERR:
 		if (!t->started) {
-			return -EPROTO;
+			return violation(c, m->type, "output before the exec started", -EPROTO);
 		}
 		t->out_unacked += m->data_len;
 		if (t->out_unacked > AGENT_OUT_WINDOW) {
-			return -EPROTO; /* beyond the credit the host granted */
+			return violation(c, m->type, "output beyond the credit the host granted", -EPROTO);
 		}
 		t->out_owed += m->data_len;
 		ev->type = m->type == AGENT_MSG_STDOUT ? AGENT_EV_STDOUT : AGENT_EV_STDERR;
@@ -329,7 +410,7 @@ static int to_event(struct agent_client *c, struct agent_event *ev)
 		return 0;
 	case AGENT_MSG_EXIT:
 		if (!t->started) {
-			return -EPROTO;
+			return violation(c, m->type, "an exit before the exec started", -EPROTO);
 		}
 		ev->type = AGENT_EV_EXIT;
 		ev->exited = m->exited;
@@ -348,13 +429,13 @@ static int to_event(struct agent_client *c, struct agent_event *ev)
 		return 0;
 	case AGENT_MSG_STDIN_WINDOW:
 		if (t->stdin_credit + (uint64_t)m->bytes > AGENT_STDIN_WINDOW) {
-			return -EPROTO;
+			return violation(c, m->type, "stdin credit beyond what the host sent", -EPROTO);
 		}
 		t->stdin_credit += (uint64_t)m->bytes;
 		ev->type = AGENT_EV_STDIN_CREDIT;
 		return 0;
 	default:
-		return -EPROTO;
+		return violation(c, m->type, "not a type a guest may send", -EPROTO);
 	}
 }
 
@@ -367,6 +448,12 @@ static int pump(struct agent_client *c, struct agent_event *ev)
 		int r = frame_decoder_feed(&c->dec, c->rbuf + c->rpos, c->rlen - c->rpos, &used);
 		c->rpos += used;
 		if (r < 0) {
+			if (!c->why[0]) {
+				(void)snprintf(
+					c->why, sizeof(c->why),
+					"protocol violation: frame type 0x%02x announces %u bytes (the cap is %zu)",
+					c->dec.type, (unsigned)c->dec.want, (size_t)AGENT_CLIENT_MAX_FRAME);
+			}
 			return r;
 		}
 		if (r == 0) {
@@ -378,11 +465,12 @@ static int pump(struct agent_client *c, struct agent_event *ev)
 			return r;
 		}
 		if (!agent_msg_from_guest(type)) {
-			return -EPROTO;
+			return violation(c, type, "not a type a guest may send", -EPROTO);
 		}
 		r = agent_msg_decode(type, buf_ptr(&c->payload), buf_len(&c->payload), &c->cur);
 		if (r < 0) {
-			return r == -E2BIG ? -E2BIG : -EPROTO;
+			return violation(c, type, r == -E2BIG ? "over a protocol cap" : "malformed payload",
+					 r == -E2BIG ? -E2BIG : -EPROTO);
 		}
 		r = to_event(c, ev);
 		if (r < 0) {
@@ -403,6 +491,7 @@ static uint64_t mono_ms(void)
 int agent_client_next(struct agent_client *c, int timeout_ms, struct agent_event *ret)
 {
 	uint64_t deadline = timeout_ms >= 0 ? mono_ms() + (uint64_t)timeout_ms : UINT64_MAX;
+	bool polled = false;
 	int r;
 
 	if (c->dead) {
@@ -410,6 +499,15 @@ int agent_client_next(struct agent_client *c, int timeout_ms, struct agent_event
 	}
 	agent_msg_release(&c->cur);
 	return_credit(c, AGENT_OUT_WINDOW / 4);
+	/*
+	 * The host's requests go out before more guest bytes are decoded: a guest
+	 * that keeps the read buffer full must not hold back a signal, an exec or
+	 * a shutdown (issue 10: a pong flood delayed an exec by 960 s).
+	 */
+	r = flush(c);
+	if (r < 0) {
+		return kill_conn(c, r);
+	}
 	for (;;) {
 		struct pollfd pfd = { .fd = c->fd, .events = POLLIN };
 		uint64_t t;
@@ -433,11 +531,13 @@ int agent_client_next(struct agent_client *c, int timeout_ms, struct agent_event
 			pfd.events |= POLLOUT;
 		}
 		t = mono_ms();
-		if (t >= deadline) {
+		if (polled && t >= deadline) {
 			return 0;
 		}
-		wait = deadline == UINT64_MAX ? -1 : (int)MIN(deadline - t, (uint64_t)INT32_MAX);
+		/* A timeout of 0 still looks at the socket once, without waiting. */
+		wait = deadline == UINT64_MAX ? -1 : t >= deadline ? 0 : (int)MIN(deadline - t, (uint64_t)INT32_MAX);
 		r = poll(&pfd, 1, wait);
+		polled = true;
 		if (r < 0) {
 			if (errno == EINTR) {
 				continue;

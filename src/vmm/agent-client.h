@@ -8,9 +8,16 @@
  * The host's agent RPC client over the tkbox.agent socket. Everything the
  * guest sends is hostile: every frame is bounded (AGENT_CLIENT_MAX_FRAME),
  * strict JSON, of a type a guest may send, about an exec the host started,
- * within the credit the host granted. Any violation kills the connection
- * (-EPROTO / -E2BIG, then every call returns that error): the host's memory
- * stays bounded whatever the guest writes.
+ * within the credit the host granted, and asked for: a pong answers an
+ * outstanding ping once, a SHUTDOWN_ACK answers a shutdown once. Any violation
+ * kills the connection (-EPROTO / -E2BIG, then every call returns that error;
+ * agent_client_violation() says which frame broke which rule): the host's
+ * memory stays bounded whatever the guest writes.
+ *
+ * Fairness: each agent_client_next() writes the host's queued requests before
+ * it decodes more guest bytes, and returns at most one event; a caller that
+ * handles a bounded number per turn checks agent_client_buffered() rather
+ * than poll() on agent_client_fd(), which cannot see bytes already read.
  *
  * Single-threaded and event driven: agent_client_next() returns one event at
  * a time. Data of a STDOUT/STDERR event stays valid until the next call,
@@ -20,6 +27,7 @@
 #define AGENT_CLIENT_MAX_FRAME (AGENT_MAX_DATA + 4) /* the largest frame a guest may send */
 #define AGENT_CLIENT_OUT_MAX ((size_t)4 << 20) /* queued bytes towards the guest */
 #define AGENT_CLIENT_MAX_TRACKED (2 * AGENT_MAX_EXECS) /* execs the host tracks (the guest refuses past 64) */
+#define AGENT_CLIENT_MAX_PINGS 8 /* pings awaiting their pong (-EBUSY past it) */
 
 enum agent_event_type {
 	AGENT_EV_PONG,
@@ -62,16 +70,38 @@ _wur_ int agent_client_stdin_close(struct agent_client *c, uint32_t id);
 _wur_ int agent_client_signal(struct agent_client *c, uint32_t id, int sig);
 _wur_ int agent_client_shutdown(struct agent_client *c);
 
+/*
+ * Write queued requests without waiting: 0 when all are out, 1 when some
+ * remain (poll agent_client_fd() for POLLOUT), or -errno (the connection is
+ * dead). For a caller that queues a request (a kill) and then waits in its
+ * own poll() rather than in agent_client_next().
+ */
+_wur_ int agent_client_flush(struct agent_client *c);
+
 /* Stdin credit left for id (0 for an unknown id). */
 size_t agent_client_stdin_credit(const struct agent_client *c, uint32_t id);
 
 /*
  * Write queued requests and wait for the next event. Returns 1 with *ret
- * filled, 0 on timeout (timeout_ms < 0: wait forever), or -errno (the
+ * filled, 0 on timeout (timeout_ms < 0: wait forever; 0: look at the socket
+ * once without waiting), or -errno (the
  * connection is dead: -EPROTO/-E2BIG for a guest that broke the protocol,
  * -EPIPE when it went away).
  */
 _wur_ int agent_client_next(struct agent_client *c, int timeout_ms, struct agent_event *ret);
+
+/*
+ * Why the connection was cut for a protocol violation ("protocol violation:
+ * frame type 0x81 (a pong without an outstanding ping)"), or NULL when it is
+ * alive or just went away. Valid until agent_client_free.
+ */
+const char *agent_client_violation(const struct agent_client *c);
+
+/* The socket, for poll(): readable means new bytes, not buffered ones. */
+int agent_client_fd(const struct agent_client *c);
+
+/* True when bytes already read from the socket wait to be decoded (call agent_client_next without polling). */
+bool agent_client_buffered(const struct agent_client *c);
 
 /* Bytes received from the guest so far (for tests and the bench). */
 uint64_t agent_client_bytes_in(const struct agent_client *c);

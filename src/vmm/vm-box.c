@@ -8,6 +8,7 @@
 
 #include "banned.h"
 #include "crypto.h"
+#include "io.h"
 #include "log.h"
 #include "vmm/initramfs.h"
 #include "vmm/vm-box.h"
@@ -47,6 +48,47 @@ static int make_scratch(const char *path, unsigned mib)
 		return -EIO;
 	}
 	return 0;
+}
+
+/* Copy <box_dir>/console.log (already capped by the drainer; capped again here) to dst, replacing it. */
+static int keep_console(const char *box_dir, const char *dst)
+{
+	_cleanup_free_ char *src = NULL, *tmp = NULL;
+	_cleanup_close_ int in = -1, out = -1;
+	static uint8_t chunk[65536];
+	size_t total = 0;
+	int r = 0;
+
+	if (asprintf(&src, "%s/console.log", box_dir) < 0 || asprintf(&tmp, "%s.tmp", dst) < 0) {
+		return -ENOMEM;
+	}
+	in = open(src, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (in < 0) {
+		return errno == ENOENT ? 0 : -errno;
+	}
+	out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (out < 0) {
+		return -errno;
+	}
+	while (total < VM_CONSOLE_LOG_MAX + 4096) {
+		ssize_t n = RETRY_EINTR(read(in, chunk, MIN(sizeof(chunk), VM_CONSOLE_LOG_MAX + 4096 - total)));
+		if (n <= 0) {
+			r = n < 0 ? -errno : 0;
+			break;
+		}
+		r = io_write_all(out, chunk, (size_t)n);
+		if (r < 0) {
+			break;
+		}
+		total += (size_t)n;
+	}
+	if (r >= 0 && rename(tmp, dst) < 0) {
+		r = -errno;
+	}
+	if (r < 0) {
+		(void)unlink(tmp);
+	}
+	return r;
 }
 
 /* After a failed boot: the tail of the guest's console in the log (quoted: the guest wrote it). */
@@ -181,6 +223,11 @@ int vm_box_boot(const struct vm_box_opts *o, struct vm_box **ret)
 		free(b);
 		return -ENOMEM;
 	}
+	if (o->console_keep && !(b->console_keep = strdup(o->console_keep))) {
+		free(b->box_dir);
+		free(b);
+		return -ENOMEM;
+	}
 	if (o->kernel || o->modules_dir) {
 		r = o->kernel && o->modules_dir ? vm_assets_override(o->kernel, o->modules_dir, &assets) : -EINVAL;
 	} else {
@@ -299,10 +346,17 @@ int vm_box_shutdown(struct vm_box *b, int timeout_ms)
 			break;
 		}
 	}
-	/* The guest powers off after the ack, or the connection drops as QEMU exits. */
+	/*
+	 * The guest powers off after the ack, or the connection drops as QEMU
+	 * exits. A connection already dead (a guest cut off for a protocol
+	 * violation, or gone) gets no long wait: the caller stops QEMU hard.
+	 */
 	{
 		uint64_t t = vm_box_now_ns();
 		int left = t < deadline ? (int)((deadline - t) / 1000000ull) : 0;
+		if (r < 0 && r != -ETIMEDOUT) {
+			left = MIN(left, VM_BOX_DEAD_AGENT_WAIT_MS);
+		}
 		if (vm_wait(b->vm, left) != 1) {
 			return -ETIMEDOUT;
 		}
@@ -323,9 +377,16 @@ void vm_box_free(struct vm_box *b)
 		(void)vm_stop_hard(b->vm, 2000);
 		vm_free(b->vm);
 	}
+	if (b->console_keep && b->box_dir) {
+		int r = keep_console(b->box_dir, b->console_keep);
+		if (r < 0) {
+			log_warn("keeping the console log as %s: %s", b->console_keep, tk_strerror(r));
+		}
+	}
 	if (b->own_dir && b->box_dir) {
 		(void)vm_rm_rf(b->box_dir);
 	}
+	free(b->console_keep);
 	free(b->box_dir);
 	free(b);
 }

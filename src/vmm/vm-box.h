@@ -16,6 +16,7 @@
 #define VM_BOX_CONTACT_TIMEOUT_MS 45000 /* QEMU start -> the guest asks for its boot config */
 #define VM_BOX_BOOT_ATTEMPTS 2
 #define VM_BOX_DEFAULT_SCRATCH_MIB 1024
+#define VM_BOX_DEAD_AGENT_WAIT_MS 2000 /* vm_box_shutdown on a dead agent connection: then a hard stop */
 
 struct vm_box_opts {
 	const char *state_dir; /* asset cache: <state_dir>/images/assets */
@@ -34,6 +35,12 @@ struct vm_box_opts {
 	char *const *env; /* the box environment, NULL-terminated or NULL */
 	const char *qemu; /* NULL: qemu-system-x86_64 from PATH */
 	const char *extra_cmdline; /* appended to the kernel command line (tkbox.trace=1) */
+	/*
+	 * Where vm_box_free copies the console log (at most VM_CONSOLE_LOG_MAX)
+	 * before an own box dir is removed, so a person can read what a stopped
+	 * box printed; NULL: not kept.
+	 */
+	const char *console_keep;
 };
 
 struct vm_box {
@@ -41,6 +48,7 @@ struct vm_box {
 	struct agent_client *agent;
 	char *box_dir;
 	bool own_dir;
+	char *console_keep;
 	enum vm_accel accel;
 	const char *isolation; /* "kvm" or "emulated" (TCG is no security boundary) */
 	uint64_t t_start_ns; /* CLOCK_MONOTONIC just before QEMU was forked */

@@ -11,9 +11,12 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <poll.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -232,6 +235,179 @@ static void test_lies(void **state)
 	agent_client_free(p.c);
 }
 
+/* What the host never asked for is a violation, and the client says which frame broke which rule. */
+static void test_unsolicited(void **state)
+{
+	char *argv[] = { "true", NULL };
+	struct pair p;
+	struct agent_event ev;
+	struct agent_msg m;
+	uint32_t id;
+	char json[64];
+	(void)state;
+
+	/* A pong answers its ping once: a replay is refused. */
+	pair_open(&p);
+	assert_null(agent_client_violation(p.c));
+	assert_int_equal(agent_client_ping(p.c, &id), 0);
+	(void)snprintf(json, sizeof(json), "{\"id\":%u}", id);
+	guest_send_json(&p, AGENT_MSG_PONG, json);
+	assert_int_equal(agent_client_next(p.c, 1000, &ev), 1);
+	assert_int_equal(ev.type, AGENT_EV_PONG);
+	guest_send_json(&p, AGENT_MSG_PONG, json);
+	assert_int_equal(agent_client_next(p.c, 1000, &ev), -EPROTO);
+	assert_non_null(agent_client_violation(p.c));
+	assert_non_null(strstr(agent_client_violation(p.c), "frame type 0x81"));
+	assert_non_null(strstr(agent_client_violation(p.c), "pong without an outstanding ping"));
+	pair_close(&p);
+
+	/* A shutdown ack with no shutdown asked for. */
+	pair_open(&p);
+	guest_send_json(&p, AGENT_MSG_SHUTDOWN_ACK, "{}");
+	assert_int_equal(agent_client_next(p.c, 1000, &ev), -EPROTO);
+	assert_non_null(strstr(agent_client_violation(p.c), "frame type 0x88"));
+	pair_close(&p);
+
+	/* Asked for: one ack is an event, a second one a violation. */
+	pair_open(&p);
+	assert_int_equal(agent_client_shutdown(p.c), 0);
+	guest_send_json(&p, AGENT_MSG_SHUTDOWN_ACK, "{}");
+	assert_int_equal(agent_client_next(p.c, 1000, &ev), 1);
+	assert_int_equal(ev.type, AGENT_EV_SHUTDOWN_ACK);
+	guest_send_json(&p, AGENT_MSG_SHUTDOWN_ACK, "{}");
+	assert_int_equal(agent_client_next(p.c, 1000, &ev), -EPROTO);
+	assert_non_null(strstr(agent_client_violation(p.c), "frame type 0x88"));
+	pair_close(&p);
+
+	/* Output for an exec id never started. */
+	pair_open(&p);
+	{
+		struct buf b;
+		assert_int_equal(buf_init(&b, 1024, 0), 0);
+		assert_int_equal(agent_encode_data(&b, AGENT_MSG_STDOUT, 9, "x", 1), 0);
+		guest_send(&p, &b);
+		buf_release(&b);
+	}
+	assert_int_equal(agent_client_next(p.c, 1000, &ev), -EPROTO);
+	assert_non_null(strstr(agent_client_violation(p.c), "frame type 0x83"));
+	assert_non_null(strstr(agent_client_violation(p.c), "never started"));
+	pair_close(&p);
+
+	/* An exit for an exec that already exited. */
+	pair_open(&p);
+	assert_int_equal(agent_client_exec(p.c, argv, NULL, NULL, false, &id), 0);
+	assert_int_equal(agent_client_next(p.c, 10, &ev), 0);
+	guest_recv(&p, &m);
+	agent_msg_release(&m);
+	(void)snprintf(json, sizeof(json), "{\"id\":%u,\"pid\":3}", id);
+	guest_send_json(&p, AGENT_MSG_STARTED, json);
+	(void)snprintf(json, sizeof(json), "{\"code\":0,\"id\":%u}", id);
+	guest_send_json(&p, AGENT_MSG_EXIT, json);
+	assert_int_equal(agent_client_next(p.c, 1000, &ev), 1);
+	assert_int_equal(agent_client_next(p.c, 1000, &ev), 1);
+	assert_int_equal(ev.type, AGENT_EV_EXIT);
+	guest_send_json(&p, AGENT_MSG_EXIT, json);
+	assert_int_equal(agent_client_next(p.c, 1000, &ev), -EPROTO);
+	assert_non_null(strstr(agent_client_violation(p.c), "frame type 0x85"));
+	pair_close(&p);
+
+	/* A type no guest may send, and an announced frame over the cap, are named too. */
+	pair_open(&p);
+	guest_send_json(&p, 0x42, "{}");
+	assert_int_equal(agent_client_next(p.c, 1000, &ev), -EPROTO);
+	assert_non_null(strstr(agent_client_violation(p.c), "frame type 0x42"));
+	pair_close(&p);
+	pair_open(&p);
+	{
+		uint8_t hdr[5] = { AGENT_MSG_STDOUT, 0xff, 0xff, 0xff, 0xff };
+		assert_int_equal(write(p.guest, hdr, sizeof(hdr)), (ssize_t)sizeof(hdr));
+	}
+	assert_int_equal(agent_client_next(p.c, 1000, &ev), -E2BIG);
+	assert_non_null(strstr(agent_client_violation(p.c), "announces 4294967295 bytes"));
+	pair_close(&p);
+
+	/* A guest that just goes away broke no rule. */
+	pair_open(&p);
+	(void)close(p.guest);
+	p.guest = -1;
+	assert_int_equal(agent_client_next(p.c, 1000, &ev), -EPIPE);
+	assert_null(agent_client_violation(p.c));
+	agent_client_free(p.c);
+}
+
+static pid_t flood(int fd, uint8_t type, uint32_t len, uint64_t total, uint32_t id);
+
+/*
+ * A guest keeps the host's read buffer full of valid output: a request the
+ * host queues still reaches the socket at the next call, not after the flood.
+ */
+static void test_fair_to_host(void **state)
+{
+	char *argv[] = { "yes", NULL };
+	struct pair p;
+	struct agent_event ev;
+	struct agent_msg m;
+	struct pollfd pfd;
+	uint32_t id, ping = 0, got_id = 0;
+	int got_type = -1, r1, r2, r3, t1, t3;
+	bool b1, b3;
+	pid_t pid;
+	int status;
+	char json[64];
+	(void)state;
+
+	pair_open(&p);
+	assert_int_equal(agent_client_exec(p.c, argv, NULL, NULL, false, &id), 0);
+	assert_int_equal(agent_client_next(p.c, 10, &ev), 0);
+	guest_recv(&p, &m);
+	assert_int_equal(m.type, AGENT_MSG_EXEC);
+	agent_msg_release(&m);
+	(void)snprintf(json, sizeof(json), "{\"id\":%u,\"pid\":7}", id);
+	guest_send_json(&p, AGENT_MSG_STARTED, json);
+	assert_int_equal(agent_client_next(p.c, 1000, &ev), 1);
+	assert_int_equal(ev.type, AGENT_EV_STARTED);
+	/* 100,000 one-byte output frames (within the output credit). */
+	pid = flood(p.guest, AGENT_MSG_STDOUT, 5, (uint64_t)100000 * 10, id);
+	/* Let the socket fill first, so the host's next read fills its buffer (no race with the writer). */
+	for (int i = 0; i < 10000; i++) {
+		int pending = 0;
+		if (ioctl(agent_client_fd(p.c), FIONREAD, &pending) == 0 && pending >= 128 * 1024) {
+			break;
+		}
+		(void)usleep(1000);
+	}
+	/* No assertion while the flooder lives: a failed one would leave it blocked on a socket meson waits on. */
+	r1 = agent_client_next(p.c, 5000, &ev);
+	t1 = ev.type;
+	b1 = agent_client_buffered(p.c);
+	r2 = agent_client_ping(p.c, &ping);
+	r3 = agent_client_next(p.c, 0, &ev);
+	t3 = ev.type;
+	b3 = agent_client_buffered(p.c);
+	/* The ping is on the wire already, with guest frames still waiting on the host's side. */
+	pfd = (struct pollfd){ .fd = p.guest, .events = POLLIN };
+	if (poll(&pfd, 1, 0) == 1) {
+		guest_recv(&p, &m);
+		got_type = m.type;
+		got_id = m.id;
+		agent_msg_release(&m);
+	}
+	(void)close(p.guest);
+	p.guest = -1;
+	(void)kill(pid, SIGKILL);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	agent_client_free(p.c);
+	assert_int_equal(r1, 1);
+	assert_int_equal(t1, AGENT_EV_STDOUT);
+	assert_true(b1);
+	assert_int_equal(r2, 0);
+	assert_int_equal(r3, 1);
+	assert_int_equal(t3, AGENT_EV_STDOUT);
+	assert_true(b3);
+	assert_int_equal(got_type, AGENT_MSG_PING);
+	assert_int_equal(got_id, ping);
+}
+
 static uint64_t rss_kib(void)
 {
 	char text[4096];
@@ -362,7 +538,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_exec_exchange), cmocka_unit_test(test_stdin_credit),
 		cmocka_unit_test(test_lies),	      cmocka_unit_test(test_flood_oversized),
-		cmocka_unit_test(test_flood_valid),
+		cmocka_unit_test(test_flood_valid),   cmocka_unit_test(test_unsolicited),
+		cmocka_unit_test(test_fair_to_host),
 	};
 	(void)signal(SIGPIPE, SIG_IGN);
 	return cmocka_run_group_tests(tests, NULL, NULL);
