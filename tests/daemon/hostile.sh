@@ -38,6 +38,12 @@ neighbour_exec() {
 	elapsed "$t0"
 }
 
+# The box went running before (or without) any event that cut it off: the agent was alive when run said so.
+running_before_cut() {
+	awk '/"event":"box.running"/ && !r { r = NR } /"event":"box.(agent_lost|protocol_violation|kills_ignored)"/ && !c { c = NR }
+		END { exit !(r && (!c || r < c)) }' "$1"
+}
+
 # "gap REASON" for each capture.gap and "end REASON" for run.end in a bundle.
 bundle_cut() {
 	python3 - "$1" <<'PY'
@@ -125,6 +131,17 @@ for mode in $MODES; do
 	else
 		timeout -k 5 $BOUND "$TKBOX" run --image "$IMG" --name "$name" --memory 256M --disk 128M \
 			--env TKBOX_HOSTILE="$mode" >/dev/null 2>"$WORK/run-$name.err"
+	fi
+	run_rc=$?
+	# tkbox run never reports a box running whose agent is gone: either it said running while the agent was alive
+	# (box.running comes before the cut-off in the events), or it refused the box with the reason.
+	if [ "$mode" != flood-egress ]; then
+		if [ $run_rc -eq 0 ]; then
+			check "$mode: tkbox run reported running only while the agent was alive" running_before_cut "$EV"
+		else
+			check "$mode: tkbox run refused a box cut off right after boot, with the reason" \
+				grep -q "stopped right after boot: " "$WORK/run-$name.err"
+		fi
 	fi
 	sup=$(sup_of "$name")
 	sup_hwm=0
