@@ -5,7 +5,7 @@
 
 #include "banned.h"
 #include "cli/commands.h"
-#include "daemon/cliutil.h"
+#include "cli/cliutil.h"
 #include "daemon/daemon.h"
 #include "daemon/supervisor.h"
 #include "log.h"

@@ -5,7 +5,7 @@
 
 #include "banned.h"
 #include "cli/commands.h"
-#include "daemon/apiclient.h"
+#include "cli/apiclient.h"
 #include "json.h"
 
 static const char *str(const json_t *o, const char *k)

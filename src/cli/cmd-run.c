@@ -9,8 +9,8 @@
 
 #include "banned.h"
 #include "cli/commands.h"
-#include "daemon/apiclient.h"
-#include "daemon/cliutil.h"
+#include "cli/apiclient.h"
+#include "cli/cliutil.h"
 #include "daemon/daemon.h"
 #include "json.h"
 

@@ -5,7 +5,7 @@
 
 #include "banned.h"
 #include "cli/commands.h"
-#include "daemon/apiclient.h"
+#include "cli/apiclient.h"
 #include "daemon/door.h"
 #include "json.h"
 

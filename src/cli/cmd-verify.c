@@ -14,6 +14,7 @@
 
 #include "banned.h"
 #include "cli/commands.h"
+#include "io.h"
 #include "json.h"
 #include "log.h"
 #include "verify/bundle.h"
@@ -46,59 +47,12 @@ static void print_unusable(bool json, const char *check, const char *detail)
 	}
 }
 
-/* Read a whole regular file of at most max bytes. */
-static int read_file(const char *path, size_t max, uint8_t **ret, size_t *ret_n)
-{
-	_cleanup_close_ int fd = -1;
-	struct stat sb;
-	uint8_t *p;
-	size_t off = 0;
-
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0) {
-		return negative_errno();
-	}
-	if (fstat(fd, &sb) < 0) {
-		return negative_errno();
-	}
-	if (!S_ISREG(sb.st_mode)) {
-		return -EINVAL;
-	}
-	if ((uint64_t)sb.st_size > max) {
-		return -E2BIG;
-	}
-	p = malloc((size_t)sb.st_size + 1);
-	if (!p) {
-		return -ENOMEM;
-	}
-	/* Read up to one byte past the size seen, so a file that grew under us is refused rather than cut. */
-	for (;;) {
-		ssize_t k = RETRY_EINTR(read(fd, p + off, (size_t)sb.st_size + 1 - off));
-
-		if (k < 0) {
-			free(p);
-			return negative_errno();
-		}
-		if (k == 0) {
-			break;
-		}
-		off += (size_t)k;
-		if (off > (size_t)sb.st_size) {
-			free(p);
-			return -E2BIG;
-		}
-	}
-	*ret = p;
-	*ret_n = off;
-	return 0;
-}
-
 int cmd_verify(int argc, char **argv)
 {
 	const char *bundle_path = NULL, *trust_path = NULL;
 	struct verify_opts opts = { .strict = false };
 	struct verify_report rep = { 0 };
-	_cleanup_free_ uint8_t *bundle = NULL, *trust = NULL;
+	_cleanup_free_ char *bundle = NULL, *trust = NULL;
 	size_t bundle_n = 0, trust_n = 0;
 	char q[LOG_QUOTE_BUFSIZE];
 	bool json = false;
@@ -129,14 +83,14 @@ int cmd_verify(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	r = read_file(trust_path, TRUST_MAX_BYTES, &trust, &trust_n);
+	r = io_read_file(AT_FDCWD, trust_path, TRUST_MAX_BYTES, IO_READ_REGULAR, &trust, &trust_n);
 	if (r < 0) {
 		fprintf(stderr, "tkbox verify: cannot read the trust file %s: %s\n",
 			log_quote(trust_path, strlen(trust_path), q), tk_strerror(r));
 		print_unusable(json, "trust config", "cannot read the trust file");
 		return 2;
 	}
-	r = read_file(bundle_path, BUNDLE_MAX_FILE, &bundle, &bundle_n);
+	r = io_read_file(AT_FDCWD, bundle_path, BUNDLE_MAX_FILE, IO_READ_REGULAR, &bundle, &bundle_n);
 	if (r < 0) {
 		fprintf(stderr, "tkbox verify: cannot read the bundle %s: %s\n",
 			log_quote(bundle_path, strlen(bundle_path), q), tk_strerror(r));

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include "banned.h"
 #include "io.h"
@@ -51,6 +52,22 @@ int io_read_all(int fd, struct buf *out)
 	return r;
 }
 
+int io_read_all_new(int fd, size_t max, unsigned buf_flags, struct buf **ret)
+{
+	_cleanup_buf_ struct buf *b = NULL;
+	int r = buf_new(max, buf_flags, &b);
+
+	if (r < 0) {
+		return r;
+	}
+	r = io_read_all(fd, b);
+	if (r < 0) {
+		return r;
+	}
+	*ret = steal_ptr(b);
+	return 0;
+}
+
 int io_write_file_atomic(const char *path, const void *p, size_t n, mode_t mode)
 {
 	_cleanup_free_ char *tmp = NULL;
@@ -77,4 +94,92 @@ int io_write_file_atomic(const char *path, const void *p, size_t n, mode_t mode)
 		(void)unlink(tmp);
 	}
 	return r;
+}
+
+int io_read_file(int dirfd, const char *path, size_t max, unsigned flags, char **ret, size_t *ret_n)
+{
+	_cleanup_close_ int fd = -1;
+	_cleanup_free_ char *p = NULL;
+	size_t len = 0, cap, limit;
+	struct stat st;
+
+	if (max > SIZE_MAX / 2) {
+		return -EINVAL;
+	}
+	/* How much we read at most: one byte past the cap tells a longer file. */
+	limit = (flags & IO_READ_PREFIX) ? max : max + 1;
+	fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY | ((flags & IO_READ_NOFOLLOW) ? O_NOFOLLOW : 0));
+	if (fd < 0) {
+		return negative_errno();
+	}
+	if (fstat(fd, &st) < 0) {
+		return negative_errno();
+	}
+	if ((flags & IO_READ_REGULAR) && !S_ISREG(st.st_mode)) {
+		return -EINVAL;
+	}
+	if (S_ISREG(st.st_mode) && (uint64_t)st.st_size > max && !(flags & IO_READ_PREFIX)) {
+		return -E2BIG;
+	}
+	/* Start at the size seen (plus the probe byte; /proc files say 0) and grow as the data comes. */
+	cap = MIN(limit, S_ISREG(st.st_mode) && st.st_size > 0 ? (size_t)st.st_size + 1 : (size_t)4096);
+	p = malloc(cap + 1);
+	if (!p) {
+		return -ENOMEM;
+	}
+	for (;;) {
+		ssize_t k;
+		if (len == cap) {
+			char *q;
+			if (cap == limit) {
+				break;
+			}
+			cap = MIN(limit, cap * 2);
+			q = realloc(p, cap + 1);
+			if (!q) {
+				return -ENOMEM;
+			}
+			p = q;
+		}
+		k = RETRY_EINTR(read(fd, p + len, cap - len));
+		if (k < 0) {
+			return negative_errno();
+		}
+		if (k == 0) {
+			break;
+		}
+		len += (size_t)k;
+	}
+	if (len > max) {
+		return -E2BIG;
+	}
+	p[len] = '\0';
+	*ret = steal_ptr(p);
+	if (ret_n) {
+		*ret_n = len;
+	}
+	return 0;
+}
+
+int io_mkdir_p(int dirfd, const char *path, mode_t mode)
+{
+	_cleanup_free_ char *p = strdup(path);
+
+	if (!p) {
+		return -ENOMEM;
+	}
+	/* Each prefix that ends before a '/' (the root and empty segments are skipped), then the whole path. */
+	for (char *s = p + 1; *s; s++) {
+		if (*s == '/' && s[-1] != '/') {
+			*s = '\0';
+			if (mkdirat(dirfd, p, mode) < 0 && errno != EEXIST) {
+				return negative_errno();
+			}
+			*s = '/';
+		}
+	}
+	if (p[0] && mkdirat(dirfd, p, mode) < 0 && errno != EEXIST) {
+		return negative_errno();
+	}
+	return 0;
 }

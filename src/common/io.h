@@ -20,6 +20,8 @@ _wur_ int io_write_all(int fd, const void *p, size_t n);
  * bytes are wiped when out is BUF_SECRET.
  */
 _wur_ int io_read_all(int fd, struct buf *out);
+/* The same into a new buffer of at most max bytes (buf_flags: BUF_SECRET for secrets), freed by the caller. */
+_wur_ int io_read_all_new(int fd, size_t max, unsigned buf_flags, struct buf **ret);
 
 /*
  * Replace path atomically with p[0..n): write "<path>.tmp" (O_EXCL, O_NOFOLLOW,
@@ -27,5 +29,26 @@ _wur_ int io_read_all(int fd, struct buf *out);
  * path is untouched.
  */
 _wur_ int io_write_file_atomic(const char *path, const void *p, size_t n, mode_t mode);
+
+/* io_read_file flags. */
+#define IO_READ_REGULAR (1u << 0) /* anything but a regular file is -EINVAL */
+#define IO_READ_NOFOLLOW (1u << 1) /* a symlink as the last component is -ELOOP */
+#define IO_READ_PREFIX (1u << 2) /* a longer file is cut at max bytes (for /proc and logs) instead of -E2BIG */
+
+/*
+ * The one capped whole-file read: path (relative to dirfd, or AT_FDCWD) into
+ * a new NUL-terminated string of *ret_n <= max bytes (ret_n may be NULL).
+ * A file of more than max bytes is -E2BIG (read one byte past the cap, so a
+ * file that grows while read is refused, never cut), unless IO_READ_PREFIX.
+ * Memory grows with what is read, never to max up front. -errno otherwise.
+ */
+_wur_ int io_read_file(int dirfd, const char *path, size_t max, unsigned flags, char **ret, size_t *ret_n);
+
+/*
+ * The one mkdir -p: create path (relative to dirfd, or AT_FDCWD) and each
+ * missing parent with mode; existing ones are left as they are (not chmod'ed,
+ * not checked). -errno of the first mkdirat that fails otherwise.
+ */
+_wur_ int io_mkdir_p(int dirfd, const char *path, mode_t mode);
 
 #endif

@@ -281,21 +281,13 @@ static void load_boxes(void)
 		struct box *b;
 		int64_t i;
 		size_t n = 0;
-		FILE *f;
 
 		if (!door_box_name_ok(de->d_name) || asprintf(&path, "%s/%s/box.json", dir, de->d_name) < 0) {
 			continue;
 		}
-		f = fopen(path, "re");
-		if (!f) {
-			continue;
-		}
-		text = malloc(65536);
-		if (text) {
-			n = fread(text, 1, 65535, f);
-		}
-		(void)fclose(f);
-		if (!text || json_parse_strict(text, n, NULL, &v) < 0 || json_get_string(v, "state", &state) < 0) {
+		/* A longer box.json is cut and then refused by the parser, as before. */
+		if (io_read_file(AT_FDCWD, path, 65535, IO_READ_PREFIX, &text, &n) < 0 ||
+		    json_parse_strict(text, n, NULL, &v) < 0 || json_get_string(v, "state", &state) < 0) {
 			continue;
 		}
 		b = calloc(1, sizeof(*b));
@@ -489,8 +481,8 @@ static int signer_open(int64_t deadline, int abandon_fd, struct signer_client **
 		return -ENOMEM;
 	}
 	c->fd = fd;
-	r = signer_rpc(c, json_pack("{s:s,s:i}", "method", "hello", "proto", RPC_PROTO_VERSION), -1, abandon_fd,
-		       deadline, &hello);
+	r = signer_rpc(c, json_pack("{s:s,s:i,s:s}", "method", "hello", "proto", RPC_PROTO_VERSION, "role", "runtime"),
+		       -1, abandon_fd, deadline, &hello);
 	if (r < 0) {
 		signer_client_free(c);
 		return r == -EREMOTEIO ? -EPROTO : r;
@@ -2581,23 +2573,21 @@ static int mkdir_private(const char *path, bool no_access)
 	return (st.st_mode & (no_access ? 077 : 022)) != 0 ? -EACCES : 0;
 }
 
+/* The parents of path, not path itself (0755; existing ones left as they are). */
 static int mkdir_parents(const char *path)
 {
 	_cleanup_free_ char *p = strdup(path);
+	char *slash;
 
 	if (!p) {
 		return -ENOMEM;
 	}
-	for (char *s = p + 1; *s; s++) {
-		if (*s == '/') {
-			*s = '\0';
-			if (mkdir(p, 0755) < 0 && errno != EEXIST) {
-				return negative_errno();
-			}
-			*s = '/';
-		}
+	slash = strrchr(p, '/');
+	if (!slash || slash == p) {
+		return 0;
 	}
-	return 0;
+	*slash = '\0';
+	return io_mkdir_p(AT_FDCWD, p, 0755);
 }
 
 static int listen_api(int *ret)

@@ -6,6 +6,7 @@
 
 #include "banned.h"
 #include "crypto.h"
+#include "io.h"
 #include "daemon/image-local.h"
 #include "log.h"
 #include "vmm/assets.h"
@@ -83,28 +84,6 @@ static int resolve_ref(const char *state_dir, const char *image, const struct lo
 }
 #endif
 
-static int mkdir_p(const char *path, mode_t mode)
-{
-	_cleanup_free_ char *p = strdup(path);
-
-	if (!p) {
-		return -ENOMEM;
-	}
-	for (char *s = p + 1; *s; s++) {
-		if (*s == '/') {
-			*s = '\0';
-			if (mkdir(p, mode) < 0 && errno != EEXIST) {
-				return negative_errno();
-			}
-			*s = '/';
-		}
-	}
-	if (mkdir(p, mode) < 0 && errno != EEXIST) {
-		return negative_errno();
-	}
-	return 0;
-}
-
 /* ext4 from a directory: mkfs.ext4 -d, rebuilt when the directory changed since the cached build. */
 static int build_from_dir(const char *state_dir, const char *dir, const struct stat *dst, unsigned size_mib, char **ret,
 			  char *err, size_t err_size)
@@ -126,7 +105,7 @@ static int build_from_dir(const char *state_dir, const char *dir, const struct s
 	    asprintf(&tmp, "%s/%s.ext4.tmp", outdir, hex) < 0) {
 		return -ENOMEM;
 	}
-	r = mkdir_p(outdir, 0700);
+	r = io_mkdir_p(AT_FDCWD, outdir, 0700);
 	if (r < 0) {
 		return r;
 	}

@@ -24,6 +24,7 @@
 
 #include "banned.h"
 #include "frame.h"
+#include "io.h"
 #include "guest/agent.h"
 #include "json.h"
 #include "log.h"
@@ -71,32 +72,9 @@ static void trace(const char *step)
 	}
 }
 
-static int mkdir_p(const char *path, mode_t mode)
-{
-	char tmp[PATH_MAX_BUF];
-
-	if (strlen(path) >= sizeof(tmp)) {
-		return -ENAMETOOLONG;
-	}
-	memcpy(tmp, path, strlen(path) + 1);
-	for (char *p = tmp + 1; *p; p++) {
-		if (*p == '/') {
-			*p = '\0';
-			if (mkdir(tmp, mode) < 0 && errno != EEXIST) {
-				return -errno;
-			}
-			*p = '/';
-		}
-	}
-	if (mkdir(tmp, mode) < 0 && errno != EEXIST) {
-		return -errno;
-	}
-	return 0;
-}
-
 static int do_mount(const char *src, const char *dst, const char *type, unsigned long flags, const char *data)
 {
-	int r = mkdir_p(dst, 0755);
+	int r = io_mkdir_p(AT_FDCWD, dst, 0755);
 
 	if (r < 0) {
 		return log_error_errno(r, "mkdir %s", dst);
@@ -383,9 +361,9 @@ static int mount_overlay(const char *lower, const char *upperbase, const char *d
 		    (int)sizeof(opts)) {
 		return -ENAMETOOLONG;
 	}
-	r = mkdir_p(upper, 0755);
+	r = io_mkdir_p(AT_FDCWD, upper, 0755);
 	if (r >= 0) {
-		r = mkdir_p(work, 0755);
+		r = io_mkdir_p(AT_FDCWD, work, 0755);
 	}
 	if (r < 0) {
 		return log_error_errno(r, "mkdir %s", upper);
@@ -425,7 +403,7 @@ static int setup_root(void)
 			r = mount_overlay("/run/tk/ws-lower", "/run/tk/scratch/workspace", NEWROOT "/workspace");
 		}
 	} else {
-		r = mkdir_p(NEWROOT "/workspace", 0755);
+		r = io_mkdir_p(AT_FDCWD, NEWROOT "/workspace", 0755);
 	}
 	if (r < 0) {
 		return r;

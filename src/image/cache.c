@@ -11,28 +11,6 @@
 #include "image/cache.h"
 #include "json.h"
 
-static int mkdir_p_at(int dirfd, const char *rel)
-{
-	_cleanup_free_ char *p = strdup(rel);
-	if (!p) {
-		return -ENOMEM;
-	}
-	for (char *s = p;; s++) {
-		if (*s == '/' || *s == '\0') {
-			char c = *s;
-			*s = '\0';
-			if (mkdirat(dirfd, p, 0700) < 0 && errno != EEXIST) {
-				return negative_errno();
-			}
-			*s = c;
-			if (c == '\0') {
-				break;
-			}
-		}
-	}
-	return 0;
-}
-
 int image_cache_open(const char *state_dir, bool exclusive, struct image_cache **ret)
 {
 	struct image_cache *c;
@@ -72,7 +50,7 @@ int image_cache_open(const char *state_dir, bool exclusive, struct image_cache *
 		goto fail;
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
-		r = mkdir_p_at(c->dirfd, dirs[i]);
+		r = io_mkdir_p(c->dirfd, dirs[i], 0700);
 		if (r < 0) {
 			goto fail;
 		}
@@ -154,11 +132,7 @@ int image_cache_read_blob(struct image_cache *c, const char *digest, size_t max,
 	if (fd < 0) {
 		return fd;
 	}
-	r = buf_new(max, 0, &b);
-	if (r < 0) {
-		return r;
-	}
-	r = io_read_all(fd, b);
+	r = io_read_all_new(fd, max, 0, &b);
 	if (r < 0) {
 		return r;
 	}

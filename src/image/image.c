@@ -36,21 +36,6 @@ void image_result_release(struct image_result *r)
 	*r = (struct image_result){ 0 };
 }
 
-static int read_fd_all(int fd, size_t max, struct buf **ret)
-{
-	_cleanup_buf_ struct buf *b = NULL;
-	int r = buf_new(max, 0, &b);
-	if (r < 0) {
-		return r;
-	}
-	r = io_read_all(fd, b);
-	if (r < 0) {
-		return r;
-	}
-	*ret = steal_ptr(b);
-	return 0;
-}
-
 static int dup_str_member(const json_t *o, const char *k, char **ret)
 {
 	const char *s;
@@ -81,7 +66,7 @@ int image_result_load(const char *json_path, struct image_result *ret)
 	if (fd < 0) {
 		return negative_errno();
 	}
-	if ((r = read_fd_all(fd, IMAGE_MAX_IMAGE_JSON, &b)) < 0 ||
+	if ((r = io_read_all_new(fd, IMAGE_MAX_IMAGE_JSON, 0, &b)) < 0 ||
 	    (r = json_parse_strict(buf_ptr(b), buf_len(b), &jo, &root)) < 0) {
 		return r;
 	}
@@ -1082,7 +1067,7 @@ static int resolve_oci_dir(struct build *b, const struct image_ref *ref)
 		image_diag_set(b->o->diag, "oci: no index.json in the layout directory");
 		return negative_errno();
 	}
-	r = read_fd_all(ifd, IMAGE_MAX_LOCAL_META, &index);
+	r = io_read_all_new(ifd, IMAGE_MAX_LOCAL_META, 0, &index);
 	if (r < 0) {
 		return r;
 	}
@@ -1377,7 +1362,7 @@ static int load_ref_file(int dirfd, const char *name, json_t **ret)
 	if (fd < 0) {
 		return negative_errno();
 	}
-	r = read_fd_all(fd, IMAGE_CACHE_REF_MAX, &b);
+	r = io_read_all_new(fd, IMAGE_CACHE_REF_MAX, 0, &b);
 	if (r < 0) {
 		return r;
 	}
@@ -1580,7 +1565,7 @@ static int collect_used(struct image_cache *c, json_t *used)
 						      .want_top = JSON_OBJECT };
 			_cleanup_close_ int fd = openat(rfd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 			_cleanup_buf_ struct buf *b = NULL;
-			if (fd < 0 || read_fd_all(fd, IMAGE_MAX_IMAGE_JSON, &b) < 0 ||
+			if (fd < 0 || io_read_all_new(fd, IMAGE_MAX_IMAGE_JSON, 0, &b) < 0 ||
 			    json_parse_strict(buf_ptr(b), buf_len(b), &jo, &j) < 0) {
 				continue;
 			}

@@ -380,26 +380,6 @@ void registry_free(struct registry *r)
 	free(r);
 }
 
-static int read_small_file(const char *path, size_t max, struct buf **ret)
-{
-	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-	_cleanup_buf_ struct buf *b = NULL;
-	int r;
-	if (fd < 0) {
-		return negative_errno();
-	}
-	r = buf_new(max, BUF_SECRET, &b);
-	if (r < 0) {
-		return r;
-	}
-	r = io_read_all(fd, b);
-	if (r < 0) {
-		return r;
-	}
-	*ret = steal_ptr(b);
-	return 0;
-}
-
 int registry_new(const struct image_ref *ref, const struct registry_opts *o, struct registry **ret,
 		 struct image_diag *diag)
 {
@@ -427,7 +407,8 @@ int registry_new(const struct image_ref *ref, const struct registry_opts *o, str
 	}
 	if (o->auth_file) {
 		_cleanup_buf_ struct buf *f = NULL;
-		rc = read_small_file(o->auth_file, REGISTRY_MAX_AUTH_FILE, &f);
+		_cleanup_close_ int fd = open(o->auth_file, O_RDONLY | O_CLOEXEC);
+		rc = fd < 0 ? negative_errno() : io_read_all_new(fd, REGISTRY_MAX_AUTH_FILE, BUF_SECRET, &f);
 		if (rc < 0) {
 			image_diag_set(diag, "cannot read --registry-auth file: %s", tk_strerror(rc));
 			registry_free(r);

@@ -8,6 +8,7 @@
 #include "banned.h"
 #include "image/ext4.h"
 #include "image/workspace.h"
+#include "io.h"
 #include "log.h"
 #include "path.h"
 
@@ -268,20 +269,21 @@ static bool ws_meta_cb(void *ud, const char *rel, struct flatten_meta *ret)
 	return true;
 }
 
+/* The parents of rel beneath stagefd, not rel itself. */
 static int mkparents(int stagefd, const char *rel)
 {
 	_cleanup_free_ char *p = strdup(rel);
+	char *slash;
+
 	if (!p) {
 		return -ENOMEM;
 	}
-	for (char *s = p; (s = strchr(s, '/')); s++) {
-		*s = '\0';
-		if (mkdirat(stagefd, p, 0755) < 0 && errno != EEXIST) {
-			return negative_errno();
-		}
-		*s = '/';
+	slash = strrchr(p, '/');
+	if (!slash) {
+		return 0;
 	}
-	return 0;
+	*slash = '\0';
+	return io_mkdir_p(stagefd, p, 0755);
 }
 
 static int copy_one(const struct workspace_opts *o, int srcfd, int stagefd, const char *rel, struct workspace_stats *st,

@@ -171,6 +171,12 @@ const char *signer_reply_error(const json_t *reply, const char **ret_message)
 
 int signer_client_open(const char *socket_path, struct signer_client **ret, char *err, size_t err_size)
 {
+	return signer_client_open_as(socket_path, NULL, ret, err, err_size);
+}
+
+int signer_client_open_as(const char *socket_path, const char *role, struct signer_client **ret, char *err,
+			  size_t err_size)
+{
 	struct signer_client *c = NULL;
 	_cleanup_json_ json_t *req = NULL, *rep = NULL;
 	const char *code, *msg;
@@ -182,6 +188,9 @@ int signer_client_open(const char *socket_path, struct signer_client **ret, char
 		return r;
 	}
 	req = json_pack("{s:s,s:i}", "method", "hello", "proto", RPC_PROTO_VERSION);
+	if (req && role && json_object_set_new(req, "role", json_string(role)) < 0) {
+		json_decref(steal_ptr(req));
+	}
 	r = req ? signer_client_call(c, req, -1, &rep) : -ENOMEM;
 	if (r < 0) {
 		snprintf(err, err_size, "hello to %s failed: %s", socket_path, strerror(-r));

@@ -31,6 +31,9 @@ _wur_ int signer_client_recv(struct signer_client *c, json_t **ret);
 _wur_ int signer_client_call(struct signer_client *c, const json_t *req, int fd, json_t **ret);
 /* Connect and say hello (RPC_PROTO_VERSION); err gets the signer's message on refusal. */
 _wur_ int signer_client_open(const char *socket_path, struct signer_client **ret, char *err, size_t err_size);
+/* The same, declaring role ("runtime", "approver"; NULL: none, a runtime connection) in hello. */
+_wur_ int signer_client_open_as(const char *socket_path, const char *role, struct signer_client **ret, char *err,
+				size_t err_size);
 
 /* The error code of a reply ({"error":{"code"}}), or NULL for a success. */
 const char *signer_reply_error(const json_t *reply, const char **ret_message);

@@ -14,57 +14,10 @@
 #include "banned.h"
 #include "io.h"
 
-static int dup_str(const char *s, char **ret)
-{
-	char *d = strdup(s);
-	if (!d) {
-		return -ENOMEM;
-	}
-	*ret = d;
-	return 0;
-}
-
 static int path_join(const char *a, const char *b, char **ret)
 {
 	char *p = NULL;
 	if (asprintf(&p, "%s/%s", a, b) < 0) {
-		return -ENOMEM;
-	}
-	*ret = p;
-	return 0;
-}
-
-int signer_default_dir(enum signer_mode mode, char **ret)
-{
-	const char *xdg, *home;
-
-	if (mode == SIGNER_MODE_SYSTEM) {
-		return dup_str("/var/lib/tkbox-signer", ret);
-	}
-	xdg = getenv("XDG_DATA_HOME");
-	if (xdg && xdg[0] == '/') {
-		return path_join(xdg, "tkbox-signer", ret);
-	}
-	home = getenv("HOME");
-	if (!home || home[0] != '/') {
-		return -ENOENT;
-	}
-	return path_join(home, ".local/share/tkbox-signer", ret);
-}
-
-int signer_default_socket(enum signer_mode mode, char **ret)
-{
-	const char *xdg;
-	char *p = NULL;
-
-	if (mode == SIGNER_MODE_SYSTEM) {
-		return dup_str("/run/tkbox-signer/signer.sock", ret);
-	}
-	xdg = getenv("XDG_RUNTIME_DIR");
-	if (xdg && xdg[0] == '/') {
-		return path_join(xdg, "tkbox-signer/signer.sock", ret);
-	}
-	if (asprintf(&p, "/tmp/tkbox-signer-%u/signer.sock", (unsigned)getuid()) < 0) {
 		return -ENOMEM;
 	}
 	*ret = p;
@@ -94,6 +47,60 @@ static bool hex_lower(const char *s, size_t n)
 		}
 	}
 	return true;
+}
+
+const char *signer_role_name(enum signer_role r)
+{
+	return r == SIGNER_ROLE_APPROVER ? "approver" : "runtime";
+}
+
+int signer_role_parse(const char *s, enum signer_role *ret)
+{
+	for (int r = 0; r < SIGNER_ROLE_MAX; r++) {
+		if (strcmp(s, signer_role_name((enum signer_role)r)) == 0) {
+			*ret = (enum signer_role)r;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+/* One authorize entry: a bare uid (every role) or {"uid":N,"roles":["runtime"|"approver",...]}. */
+static int parse_grant(const json_t *v, uid_t *ret_uid, unsigned *ret_roles, char *err, size_t err_size)
+{
+	static const char *const keys[] = { "uid", "roles", NULL };
+	const json_t *u = v, *roles = NULL, *x;
+	unsigned bits = SIGNER_ROLES_ALL;
+	json_int_t n;
+	size_t i;
+
+	if (json_is_object(v)) {
+		u = json_object_get(v, "uid");
+		roles = json_object_get(v, "roles");
+		if (json_only_keys(v, keys) < 0 || !json_is_array(roles) || json_array_size(roles) == 0) {
+			snprintf(err, err_size,
+				 "config.json: an authorize object is "
+				 "{\"uid\":N,\"roles\":[\"runtime\"|\"approver\",...]}");
+			return -EBADMSG;
+		}
+		bits = 0;
+		json_array_foreach(roles, i, x) {
+			enum signer_role role;
+			if (!json_is_string(x) || signer_role_parse(json_string_value(x), &role) < 0) {
+				snprintf(err, err_size,
+					 "config.json: authorize roles are \"runtime\" and \"approver\"");
+				return -EBADMSG;
+			}
+			bits |= 1u << role;
+		}
+	}
+	if (!json_is_integer(u) || (n = json_integer_value(u)) < 0 || n > (json_int_t)UINT32_MAX - 1) {
+		snprintf(err, err_size, "config.json: authorize must list uids (or {\"uid\",\"roles\"} objects)");
+		return -EBADMSG;
+	}
+	*ret_uid = (uid_t)n;
+	*ret_roles = bits;
+	return 0;
 }
 
 int signer_config_parse(const char *dir, const void *p, size_t n, struct signer_config *ret, char *err, size_t err_size)
@@ -157,12 +164,11 @@ int signer_config_parse(const char *dir, const void *p, size_t n, struct signer_
 		return -E2BIG;
 	}
 	json_array_foreach(auth, i, v) {
-		json_int_t u;
-		if (!json_is_integer(v) || (u = json_integer_value(v)) < 0 || u > (json_int_t)UINT32_MAX - 1) {
-			snprintf(err, err_size, "config.json: authorize must list uids");
-			return -EBADMSG;
+		r = parse_grant(v, &c.authorize[c.n_authorize], &c.authorize_roles[c.n_authorize], err, err_size);
+		if (r < 0) {
+			return r;
 		}
-		c.authorize[c.n_authorize++] = (uid_t)u;
+		c.n_authorize++;
 	}
 	memcpy(c.log_id, log_id, SIGNER_LOG_ID_LEN + 1);
 	c.origin = strdup(origin);
@@ -181,41 +187,6 @@ int signer_config_parse(const char *dir, const void *p, size_t n, struct signer_
 	return 0;
 }
 
-int read_file_capped(int dirfd, const char *path, size_t max, char **ret, size_t *ret_len)
-{
-	_cleanup_close_ int fd = -1;
-	_cleanup_free_ char *data = NULL;
-	size_t len = 0;
-
-	fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0) {
-		return negative_errno();
-	}
-	data = malloc(max + 1);
-	if (!data) {
-		return -ENOMEM;
-	}
-	for (;;) {
-		ssize_t k = RETRY_EINTR(read(fd, data + len, max + 1 - len));
-		if (k < 0) {
-			return negative_errno();
-		}
-		if (k == 0) {
-			break;
-		}
-		len += (size_t)k;
-		if (len > max) {
-			return -E2BIG;
-		}
-	}
-	data[len] = '\0';
-	*ret = steal_ptr(data);
-	if (ret_len) {
-		*ret_len = len;
-	}
-	return 0;
-}
-
 int signer_config_load(const char *dir, const char *socket_override, struct signer_config *ret, char *err,
 		       size_t err_size)
 {
@@ -229,7 +200,7 @@ int signer_config_load(const char *dir, const char *socket_override, struct sign
 	if (r < 0) {
 		return r;
 	}
-	r = read_file_capped(AT_FDCWD, path, SIGNER_CONFIG_MAX_BYTES, &data, &len);
+	r = io_read_file(AT_FDCWD, path, SIGNER_CONFIG_MAX_BYTES, IO_READ_NOFOLLOW, &data, &len);
 	if (r < 0) {
 		snprintf(err, err_size, "cannot read %s: %s (run `tkbox-signer init` first)", path, strerror(-r));
 		return r;
@@ -256,12 +227,20 @@ int signer_config_load(const char *dir, const char *socket_override, struct sign
 
 bool signer_config_authorized(const struct signer_config *c, uid_t uid)
 {
+	return signer_config_roles(c, uid) != 0;
+}
+
+unsigned signer_config_roles(const struct signer_config *c, uid_t uid)
+{
+	unsigned bits = 0;
+
+	/* A uid listed twice holds the union of its grants. */
 	for (size_t i = 0; i < c->n_authorize; i++) {
 		if (c->authorize[i] == uid) {
-			return true;
+			bits |= c->authorize_roles[i];
 		}
 	}
-	return false;
+	return bits;
 }
 
 static int load_key_hex(int dirfd, const char *name, uint8_t *out, size_t n)
@@ -271,7 +250,7 @@ static int load_key_hex(int dirfd, const char *name, uint8_t *out, size_t n)
 	size_t len;
 	int r;
 
-	r = read_file_capped(dirfd, name, SIGNER_KEY_FILE_MAX, &data, &len);
+	r = io_read_file(dirfd, name, SIGNER_KEY_FILE_MAX, IO_READ_NOFOLLOW, &data, &len);
 	if (r < 0) {
 		return r;
 	}

@@ -5,11 +5,13 @@
 #include <sys/types.h>
 
 #include "crypto.h"
+#include "signer/paths.h"
 
 /*
  * The signer's state directory and configuration.
  *
- *   DIR/config.json       {"version":1,"mode":"dev"|"system","log_id","origin","tenant","authorize":[uid...],
+ *   DIR/config.json       {"version":1,"mode":"dev"|"system","log_id","origin","tenant",
+ *                          "authorize":[uid | {"uid":uid,"roles":["runtime"|"approver",...]}, ...],
  *                          "socket"?: path, "approval_ttl_s"?: 1..SIGNER_MAX_APPROVAL_TTL_S}
  *                         tenant is an id of the event schema: [A-Za-z0-9._:-]{1,128}
  *   DIR/keys/log.key      Ed25519 seed (hex) signing checkpoints (the key trust.json pins)
@@ -26,15 +28,29 @@
 #define SIGNER_MAX_AUTHORIZE 64
 #define SIGNER_KEY_FILE_MAX 256
 #define SIGNER_LOG_ID_LEN 32 /* hex chars */
-#define SIGNER_SOCKET_ENV "TKBOX_SIGNER_SOCKET"
-#define SIGNER_DIR_ENV "TKBOX_SIGNER_DIR"
 #define SIGNER_DEFAULT_APPROVAL_TTL_S 600
 #define SIGNER_MAX_APPROVAL_TTL_S 86400
 
-enum signer_mode {
-	SIGNER_MODE_DEV = 0,
-	SIGNER_MODE_SYSTEM = 1,
+/*
+ * The roles a connection can hold. A connection's first `hello` fixes its
+ * role (`"role"`, runtime when absent); before it, it is a runtime connection. The role must be
+ * granted to the peer's uid (SO_PEERCRED) by `authorize`: a bare uid grants
+ * every role, {"uid","roles"} the listed ones.
+ *   runtime   the daemon: register_run, decide, complete, observe,
+ *             approval_request, close_run
+ *   approver  a person: approval_list, approval_decide
+ * hello, status, approval_wait, export and checkpoint_nudge take either.
+ */
+enum signer_role {
+	SIGNER_ROLE_RUNTIME = 0,
+	SIGNER_ROLE_APPROVER = 1,
+	SIGNER_ROLE_MAX,
 };
+#define SIGNER_ROLES_ALL ((1u << SIGNER_ROLE_MAX) - 1)
+
+const char *signer_role_name(enum signer_role r);
+/* The role named s, or -EINVAL. */
+_wur_ int signer_role_parse(const char *s, enum signer_role *ret);
 
 struct signer_config {
 	char *dir;
@@ -44,6 +60,7 @@ struct signer_config {
 	char *tenant;
 	char *socket_path; /* resolved */
 	uid_t authorize[SIGNER_MAX_AUTHORIZE];
+	unsigned authorize_roles[SIGNER_MAX_AUTHORIZE]; /* bit (1 << signer_role) per granted role */
 	size_t n_authorize;
 	int64_t approval_ttl_s; /* an approval not answered within this expires */
 };
@@ -56,11 +73,6 @@ struct signer_keys {
 	uint8_t salt_key[32];
 	uint8_t token_key[32];
 };
-
-/* Default state dir for a mode (new string): $XDG_DATA_HOME or ~/.local/share, or /var/lib in system mode. */
-_wur_ int signer_default_dir(enum signer_mode mode, char **ret);
-/* Default socket path for a mode (new string). */
-_wur_ int signer_default_socket(enum signer_mode mode, char **ret);
 
 /*
  * Parse config.json bytes (pure). dir is copied into the config. The socket
@@ -75,6 +87,8 @@ _wur_ int signer_config_load(const char *dir, const char *socket_override, struc
 			     size_t err_size);
 /* True when uid may talk to the signer. */
 bool signer_config_authorized(const struct signer_config *c, uid_t uid);
+/* The roles authorize grants uid (bits 1 << signer_role; 0 when not listed). */
+unsigned signer_config_roles(const struct signer_config *c, uid_t uid);
 
 /* Load DIR/keys/ (wiped by signer_keys_wipe). */
 _wur_ int signer_keys_load(const char *dir, struct signer_keys *ret);
@@ -89,8 +103,5 @@ _wur_ int signer_init_dir(const char *dir, enum signer_mode mode, const char *so
 /* The log key's vkey ("origin+keyid+base64") and the trust.json document for it (new strings). */
 _wur_ int signer_log_vkey(const struct signer_config *c, const struct signer_keys *k, char **ret);
 _wur_ int signer_trust_json(const struct signer_config *c, const struct signer_keys *k, char **ret);
-
-/* Read a whole small file (at most max bytes, -E2BIG past it) into a NUL-terminated string. */
-_wur_ int read_file_capped(int dirfd, const char *path, size_t max, char **ret, size_t *ret_len);
 
 #endif

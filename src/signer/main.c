@@ -191,7 +191,7 @@ static int read_pid(const char *dir, pid_t *ret)
 	if (asprintf(&path, "%s/signer.pid", dir) < 0) {
 		return -ENOMEM;
 	}
-	r = read_file_capped(AT_FDCWD, path, 32, &data, NULL);
+	r = io_read_file(AT_FDCWD, path, 32, IO_READ_NOFOLLOW, &data, NULL);
 	if (r < 0) {
 		return r;
 	}
@@ -227,7 +227,8 @@ static int cmd_down(struct opts *o)
 	return 1;
 }
 
-static int open_client(struct opts *o, struct signer_client **ret)
+/* role: the role declared in hello ("approver" for a person's answers), or NULL for none (runtime). */
+static int open_client(struct opts *o, const char *role, struct signer_client **ret)
 {
 	struct signer_config cfg = { 0 };
 	char err[512];
@@ -236,7 +237,7 @@ static int open_client(struct opts *o, struct signer_client **ret)
 	if (load_config(o, &cfg) < 0) {
 		return -ENOENT;
 	}
-	r = signer_client_open(cfg.socket_path, ret, err, sizeof(err));
+	r = signer_client_open_as(cfg.socket_path, role, ret, err, sizeof(err));
 	if (r < 0) {
 		fprintf(stderr, "tkbox-signer: %s\n", err);
 	}
@@ -275,7 +276,7 @@ static int cmd_status(struct opts *o)
 	json_t *rep = NULL, *v;
 	const char *k;
 
-	if (open_client(o, &c) < 0) {
+	if (open_client(o, NULL, &c) < 0) {
 		printf("tkbox-signer: not running\n");
 		return 3;
 	}
@@ -307,7 +308,7 @@ static int cmd_approvals(struct opts *o, int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	if (open_client(o, &c) < 0) {
+	if (open_client(o, "approver", &c) < 0) {
 		return 1;
 	}
 	if (strcmp(argv[0], "list") == 0) {
@@ -383,7 +384,7 @@ static int cmd_export(struct opts *o)
 	if (asprintf(&tmp, "%s.part", out) < 0) {
 		return 1;
 	}
-	if (open_client(o, &c) < 0) {
+	if (open_client(o, NULL, &c) < 0) {
 		return 1;
 	}
 	/* The signer writes into an fd we opened: it needs no access to our directory. */

@@ -46,7 +46,7 @@ static const char *const err_names[RPC_ERR_MAX] = {
  * State-changing methods require request_id (idempotent retries).
  */
 static const char *const method_fields[RPC_METHOD_MAX][12] = {
-	[RPC_HELLO] = { "*proto", "client" },
+	[RPC_HELLO] = { "*proto", "client", "role" },
 	[RPC_REGISTER_RUN] = { "*request_id", "*agent", "run_id" },
 	[RPC_DECIDE] = { "*request_id", "*run_id", "*run_token", "*tool_call_id", "*tool", "*args", "args_source",
 			 "attempt" },

@@ -432,6 +432,10 @@ static void handle_line(struct server *S, struct conn *c, const uint8_t *p, size
 		fd = c->passed_fd;
 	}
 	service_handle(S->svc, &c->who, &req, fd, &rep);
+	if (rep.set_role) {
+		c->who.role = rep.role;
+		c->who.role_declared = true;
+	}
 	if (fd >= 0) {
 		close(fd);
 		c->passed_fd = -1;
@@ -760,7 +764,7 @@ static int load_policy(struct server *S, char *err, size_t err_size)
 	if (asprintf(&path, "%s/policy.yaml", S->cfg->dir) < 0) {
 		return -ENOMEM;
 	}
-	r = read_file_capped(AT_FDCWD, path, POLICY_MAX_YAML_BYTES, &yaml, &len);
+	r = io_read_file(AT_FDCWD, path, POLICY_MAX_YAML_BYTES, IO_READ_NOFOLLOW, &yaml, &len);
 	if (r < 0) {
 		snprintf(err, err_size, "reading %s: %s", path, strerror(-r));
 		return r;

@@ -1020,8 +1020,11 @@ static struct run *run_auth(struct service *s, const struct caller *c, const jso
 	return run;
 }
 
-static void do_hello(struct service *s, const struct rpc_request *req, struct service_reply *ret)
+static void do_hello(struct service *s, const struct caller *c, const struct rpc_request *req,
+		     struct service_reply *ret)
 {
+	enum signer_role role = c->role;
+	const char *name = NULL;
 	int64_t proto;
 
 	if (json_get_int(req->obj, "proto", &proto) < 0) {
@@ -1034,8 +1037,92 @@ static void do_hello(struct service *s, const struct rpc_request *req, struct se
 			    (long long)proto, RPC_PROTO_VERSION);
 		return;
 	}
-	ret->body = json_pack("{s:[i,i],s:s,s:I,s:s}", "proto", RPC_PROTO_VERSION, RPC_PROTO_VERSION, "version",
-			      TKBOX_VERSION, "pid", (json_int_t)getpid(), "log_id", s->cfg->log_id);
+	if (json_object_get(req->obj, "role")) {
+		if (json_get_string(req->obj, "role", &name) < 0 || signer_role_parse(name, &role) < 0) {
+			reply_error(ret, RPC_ERR_INVALID_REQUEST, "role must be \"runtime\" or \"approver\"");
+			return;
+		}
+		if (!(signer_config_roles(s->cfg, c->uid) & (1u << role))) {
+			reply_error(ret, RPC_ERR_FORBIDDEN,
+				    "uid %u is not granted the %s role: list it in authorize in %s/config.json "
+				    "(a bare uid grants every role; {\"uid\":%u,\"roles\":[\"%s\"]} this one) "
+				    "and restart the signer",
+				    (unsigned)c->uid, signer_role_name(role), s->cfg->dir, (unsigned)c->uid,
+				    signer_role_name(role));
+			return;
+		}
+		/* A connection holds one role for its life: a person's answer never shares the runtime's connection. */
+		if (c->role_declared && role != c->role) {
+			reply_error(ret, RPC_ERR_FORBIDDEN,
+				    "this connection already holds the %s role; open a new connection for the %s role",
+				    signer_role_name(c->role), signer_role_name(role));
+			return;
+		}
+	}
+	/* The first hello fixes the connection's role, declared or not. */
+	ret->set_role = !c->role_declared;
+	ret->role = role;
+	ret->body = json_pack("{s:[i,i],s:s,s:I,s:s,s:s}", "proto", RPC_PROTO_VERSION, RPC_PROTO_VERSION, "version",
+			      TKBOX_VERSION, "pid", (json_int_t)getpid(), "log_id", s->cfg->log_id, "role",
+			      signer_role_name(role));
+}
+
+/* The roles that may call each method (bits 1 << signer_role). */
+static unsigned method_roles(enum rpc_method m)
+{
+	switch (m) {
+	case RPC_REGISTER_RUN:
+	case RPC_DECIDE:
+	case RPC_COMPLETE:
+	case RPC_OBSERVE:
+	case RPC_APPROVAL_REQUEST:
+	case RPC_CLOSE_RUN:
+		return 1u << SIGNER_ROLE_RUNTIME;
+	case RPC_APPROVAL_DECIDE:
+	case RPC_APPROVAL_LIST:
+		return 1u << SIGNER_ROLE_APPROVER;
+	case RPC_HELLO:
+	case RPC_APPROVAL_WAIT:
+	case RPC_EXPORT:
+	case RPC_CHECKPOINT_NUDGE:
+	case RPC_STATUS:
+	case RPC_METHOD_MAX:
+	default:
+		return SIGNER_ROLES_ALL;
+	}
+}
+
+/* Refuse a method the connection's role may not call, or a role the uid no longer holds. Returns false when refused. */
+static bool role_allows(const struct service *s, const struct caller *c, enum rpc_method m, struct service_reply *ret)
+{
+	const char *method = rpc_method_name(m);
+
+	if (m == RPC_HELLO) {
+		return true;
+	}
+	if (!(method_roles(m) & (1u << c->role))) {
+		if (m == RPC_APPROVAL_DECIDE || m == RPC_APPROVAL_LIST) {
+			reply_error(ret, RPC_ERR_FORBIDDEN,
+				    "%s needs the approver role and this is a %s connection: a person answers with "
+				    "`tkbox-signer approvals approve|reject ID` (or a connection whose hello says "
+				    "\"role\":\"approver\", from a uid granted it in authorize)",
+				    method, signer_role_name(c->role));
+		} else {
+			reply_error(ret, RPC_ERR_FORBIDDEN,
+				    "%s needs the runtime role and this is a %s connection: open a connection "
+				    "without a role (or with \"role\":\"runtime\") from a uid granted it in authorize",
+				    method, signer_role_name(c->role));
+		}
+		return false;
+	}
+	if (!(signer_config_roles(s->cfg, c->uid) & (1u << c->role))) {
+		reply_error(ret, RPC_ERR_FORBIDDEN,
+			    "uid %u is not granted the %s role that %s needs: list it in authorize in %s/config.json "
+			    "(a bare uid grants every role) and restart the signer",
+			    (unsigned)c->uid, signer_role_name(c->role), method, s->cfg->dir);
+		return false;
+	}
+	return true;
 }
 
 /* s as a JSON string of at most max code points, cut at a UTF-8 character boundary. */
@@ -1870,7 +1957,7 @@ static void do_export(struct service *s, const struct rpc_request *req, int fd, 
 			r = -ENOMEM;
 			goto out;
 		}
-		r = read_file_capped(AT_FDCWD, path, (size_t)4 << 20, &pols[n_pols], &pol_lens[n_pols]);
+		r = io_read_file(AT_FDCWD, path, (size_t)4 << 20, IO_READ_NOFOLLOW, &pols[n_pols], &pol_lens[n_pols]);
 		if (r < 0) {
 			snprintf(err, sizeof(err), "policy snapshot %s missing: %s", h, strerror(-r));
 			goto out;
@@ -1988,6 +2075,9 @@ void service_handle(struct service *s, const struct caller *c, const struct rpc_
 	struct req *q = NULL;
 
 	*ret = (struct service_reply){ 0 };
+	if (!role_allows(s, c, req->method, ret)) {
+		return;
+	}
 	if (req->request_id) {
 		if (asprintf(&rkey, "%u:%s", (unsigned)c->uid, req->request_id) < 0 ||
 		    request_digest(req->obj, digest) < 0) {
@@ -2011,7 +2101,7 @@ void service_handle(struct service *s, const struct caller *c, const struct rpc_
 	}
 	switch (req->method) {
 	case RPC_HELLO:
-		do_hello(s, req, ret);
+		do_hello(s, c, req, ret);
 		break;
 	case RPC_REGISTER_RUN:
 		do_register(s, c, req, ret);

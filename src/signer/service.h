@@ -39,6 +39,8 @@ struct caller {
 	uid_t uid;
 	gid_t gid;
 	pid_t pid;
+	enum signer_role role; /* declared in hello; runtime until then */
+	bool role_declared;
 };
 
 struct service_reply {
@@ -47,6 +49,8 @@ struct service_reply {
 	bool close_after; /* close the connection after sending (unauthenticated, quota) */
 	char *wait_approval; /* parked approval_wait: the approval id */
 	int64_t wait_deadline_ms;
+	bool set_role; /* the connection's first hello: it holds `role` from now on */
+	enum signer_role role;
 };
 void service_reply_release(struct service_reply *r);
 

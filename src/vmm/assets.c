@@ -10,6 +10,7 @@
 
 #include "banned.h"
 #include "crypto.h"
+#include "io.h"
 #include "json.h"
 #include "log.h"
 #include "vmm/assets.h"
@@ -960,30 +961,6 @@ out:
 	return r;
 }
 
-static int mkdir_parents(const char *path)
-{
-	char tmp[4096];
-	size_t l = strlen(path);
-
-	if (l >= sizeof(tmp)) {
-		return -ENAMETOOLONG;
-	}
-	memcpy(tmp, path, l + 1);
-	for (char *p = tmp + 1; *p; p++) {
-		if (*p == '/') {
-			*p = '\0';
-			if (mkdir(tmp, 0755) < 0 && errno != EEXIST) {
-				return -errno;
-			}
-			*p = '/';
-		}
-	}
-	if (mkdir(tmp, 0755) < 0 && errno != EEXIST) {
-		return -errno;
-	}
-	return 0;
-}
-
 int vm_assets_ensure(const char *state_dir, bool allow_fetch, struct vm_assets *ret)
 {
 	_cleanup_free_ char *assets = NULL, *cur = NULL, *dir = NULL;
@@ -1015,7 +992,7 @@ int vm_assets_ensure(const char *state_dir, bool allow_fetch, struct vm_assets *
 		if (!allow_fetch || attempt > 0) {
 			break;
 		}
-		r = mkdir_parents(assets);
+		r = io_mkdir_p(AT_FDCWD, assets, 0755);
 		if (r < 0) {
 			return log_error_errno(r, "creating %s", assets);
 		}

@@ -9,6 +9,7 @@
 
 #include "banned.h"
 #include "buf.h"
+#include "io.h"
 #include "log.h"
 #include "vmm/initramfs.h"
 
@@ -39,48 +40,13 @@ static int add_entry(struct archive *ar, const char *name, mode_t mode, dev_t rd
 	return r;
 }
 
-static int slurp(const char *path, size_t max, uint8_t **ret, size_t *ret_n)
-{
-	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-	struct stat st;
-	uint8_t *p;
-
-	if (fd < 0) {
-		return -errno;
-	}
-	if (fstat(fd, &st) < 0) {
-		return -errno;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		return -EBADMSG;
-	}
-	if ((size_t)st.st_size > max) {
-		return -E2BIG;
-	}
-	p = malloc((size_t)st.st_size + 1);
-	if (!p) {
-		return -ENOMEM;
-	}
-	for (size_t o = 0; o < (size_t)st.st_size;) {
-		ssize_t n = RETRY_EINTR(read(fd, p + o, (size_t)st.st_size - o));
-		if (n <= 0) {
-			free(p);
-			return n < 0 ? -errno : -EIO;
-		}
-		o += (size_t)n;
-	}
-	*ret = p;
-	*ret_n = (size_t)st.st_size;
-	return 0;
-}
-
 static int add_file(struct archive *ar, const char *name, const char *src, mode_t perm, size_t max)
 {
-	_cleanup_free_ uint8_t *p = NULL;
+	_cleanup_free_ char *p = NULL;
 	size_t n;
 	int r;
 
-	r = slurp(src, max, &p, &n);
+	r = io_read_file(AT_FDCWD, src, max, IO_READ_REGULAR, &p, &n);
 	if (r < 0) {
 		return log_error_errno(r, "reading %s", src);
 	}

@@ -17,6 +17,7 @@
 #include "banned.h"
 #include "strv.h"
 #include "frame.h"
+#include "io.h"
 #include "log.h"
 #include "vmm/vm.h"
 
@@ -634,37 +635,6 @@ void vm_free(struct vm *vm)
 	free(vm);
 }
 
-/* Read at most max bytes of a file into a new NUL-terminated string (longer files are cut: callers parse a prefix). */
-static int read_file_capped(const char *path, size_t max, char **ret, size_t *ret_n)
-{
-	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-	char *s;
-	size_t n = 0;
-
-	if (fd < 0) {
-		return -errno;
-	}
-	s = malloc(max + 1);
-	if (!s) {
-		return -ENOMEM;
-	}
-	while (n < max) {
-		ssize_t k = RETRY_EINTR(read(fd, s + n, max - n));
-		if (k < 0) {
-			free(s);
-			return -errno;
-		}
-		if (k == 0) {
-			break;
-		}
-		n += (size_t)k;
-	}
-	s[n] = '\0';
-	*ret = s;
-	*ret_n = n;
-	return 0;
-}
-
 int vm_qemu_peak_rss_kib(const struct vm *vm, uint64_t *ret)
 {
 	_cleanup_free_ char *path = NULL, *text = NULL;
@@ -675,7 +645,7 @@ int vm_qemu_peak_rss_kib(const struct vm *vm, uint64_t *ret)
 	if (asprintf(&path, "/proc/%d/status", (int)vm->qemu_pid) < 0) {
 		return -ENOMEM;
 	}
-	r = read_file_capped(path, SMALL_MAX, &text, &n);
+	r = io_read_file(AT_FDCWD, path, SMALL_MAX, IO_READ_PREFIX, &text, &n);
 	if (r < 0) {
 		return r;
 	}
@@ -800,7 +770,7 @@ int vm_host_tsc_khz(uint64_t *ret)
 		free(text);
 		text = NULL;
 	}
-	r = read_file_capped("/proc/cpuinfo", SMALL_MAX, &text, &n);
+	r = io_read_file(AT_FDCWD, "/proc/cpuinfo", SMALL_MAX, IO_READ_PREFIX, &text, &n);
 	if (r < 0) {
 		return r;
 	}
@@ -839,7 +809,7 @@ int vm_probe_boot(const char *qemu, const char *dir, const char *kernel, const c
 	if (asprintf(&log_path, "%s/console.log", dir) < 0) {
 		return -ENOMEM;
 	}
-	r = read_file_capped(log_path, 64 * 1024, &text, &n);
+	r = io_read_file(AT_FDCWD, log_path, 64 * 1024, IO_READ_PREFIX, &text, &n);
 	if (r < 0) {
 		return r;
 	}
@@ -872,7 +842,7 @@ int vm_accel_resolve(enum vm_accel requested, const char *state_dir, const char 
 	    asprintf(&key, "%s %s %s\n", u.release, u.version, kernel_sha256) < 0) {
 		return -ENOMEM;
 	}
-	if (read_file_capped(cache, 4096, &text, &n) >= 0) {
+	if (io_read_file(AT_FDCWD, cache, 4096, IO_READ_PREFIX, &text, &n) >= 0) {
 		const char *nl = strchr(text, '\n');
 		if (nl && (size_t)(nl - text + 1) == strlen(key) && memcmp(text, key, strlen(key)) == 0) {
 			*ret = strcmp(nl + 1, "kvm\n") == 0 ? VM_ACCEL_KVM : VM_ACCEL_TCG;

@@ -296,12 +296,19 @@ static json_t *ask_request(struct signer_client *c, const json_t *run, const cha
 	return a;
 }
 
-/* A person's answer, on a connection of its own (as `tkbox-signer approvals approve|reject` sends it). */
+/* A person's answer, on an approver connection of its own (as `tkbox-signer approvals approve|reject` sends it). */
 static void answer(const char *sock, const char *rid, const json_t *a, const char *verdict)
 {
-	struct signer_client *p = open_or_die(sock);
-	json_t *rep = call(p, json_pack("{s:s,s:s,s:s,s:s}", "method", "approval_decide", "request_id", rid,
-					"approval_id", str(a, "approval_id"), "decision", verdict));
+	struct signer_client *p = NULL;
+	json_t *rep;
+	char err[256];
+
+	if (signer_client_open_as(sock, "approver", &p, err, sizeof(err)) < 0) {
+		fprintf(stderr, "%s\n", err);
+		exit(2);
+	}
+	rep = call(p, json_pack("{s:s,s:s,s:s,s:s}", "method", "approval_decide", "request_id", rid, "approval_id",
+				str(a, "approval_id"), "decision", verdict));
 
 	CHECK(rep && !signer_reply_error(rep, NULL), "approval_decide %s failed", verdict);
 	json_decref(rep);

@@ -9,7 +9,7 @@
 #include <cmocka.h>
 
 #include "banned.h"
-#include "daemon/cliutil.h"
+#include "cli/cliutil.h"
 #include "daemon/door.h"
 #include "daemon/events.h"
 #include "json.h"

@@ -32,6 +32,7 @@ struct fixture {
 	struct store *store;
 	struct service *svc;
 	struct caller me;
+	struct caller person; /* the same uid on an approver connection (tkbox-signer approvals) */
 	int n;
 };
 
@@ -92,6 +93,22 @@ static json_t *rpc(struct fixture *f, const char *fmt, ...)
 	return r;
 }
 
+/* A request on the person's (approver) connection. */
+static json_t *rpc_person(struct fixture *f, const char *fmt, ...) _printf_(2, 3);
+static json_t *rpc_person(struct fixture *f, const char *fmt, ...)
+{
+	char *text = NULL;
+	json_t *r;
+	va_list ap;
+
+	va_start(ap, fmt);
+	assert_true(vasprintf(&text, fmt, ap) > 0);
+	va_end(ap);
+	r = rpc_as(f, &f->person, text);
+	free(text);
+	return r;
+}
+
 static const char *err_code(const json_t *r)
 {
 	json_t *e = json_object_get(r, "error");
@@ -126,6 +143,9 @@ static int setup(void **state)
 	commit(f); /* the signer.epoch of a fresh log */
 	assert_int_equal(service_durable_count(f->svc), 1);
 	f->me = (struct caller){ .uid = getuid(), .gid = getgid(), .pid = getpid() };
+	f->person = f->me;
+	f->person.role = SIGNER_ROLE_APPROVER;
+	f->person.role_declared = true;
 	*state = f;
 	return 0;
 }
@@ -275,8 +295,10 @@ static void test_tokens(void **state)
 		s(run, "run_token"));
 	assert_string_equal(err_code(r), "unknown_run");
 	json_decref(r);
-	/* The token is bound to the caller's uid: another uid cannot use it. */
+	/* The token is bound to the caller's uid: another uid, authorized too, cannot use it. */
 	other.uid = f->me.uid + 1;
+	f->cfg.authorize[f->cfg.n_authorize] = other.uid;
+	f->cfg.authorize_roles[f->cfg.n_authorize++] = SIGNER_ROLES_ALL;
 	{
 		char *text = NULL;
 		assert_true(
@@ -290,6 +312,157 @@ static void test_tokens(void **state)
 	assert_string_equal(err_code(r), "run_token_invalid");
 	json_decref(r);
 	json_decref(run);
+}
+
+/*
+ * The approver role: a runtime connection (the daemon's, or one that never
+ * declared a role) cannot decide or list approvals; an approver connection
+ * can, and cannot decide a command. A role must be granted to the uid.
+ */
+static void test_roles(void **state)
+{
+	struct fixture *f = *state;
+	json_t *run = reg(f, "r1"), *d, *a, *r;
+	struct caller runtime = f->me;
+	const char *msg;
+
+	d = decide(f, run, "d1", "echo \\\"unterminated");
+	assert_string_equal(s(d, "decision"), "ask");
+	a = rpc(f,
+		"{\"method\":\"approval_request\",\"request_id\":\"a1\",\"run_id\":\"%s\",\"run_token\":\"%s\","
+		"\"decision_id\":\"%s\"}",
+		s(run, "run_id"), s(run, "run_token"), s(d, "decision_id"));
+	assert_null(err_code(a));
+	/* The runtime connection asks for its own approval: refused, and the message says how to answer. */
+	r = rpc(f,
+		"{\"method\":\"approval_decide\",\"request_id\":\"self\",\"approval_id\":\"%s\",\"decision\":"
+		"\"approve\"}",
+		s(a, "approval_id"));
+	assert_string_equal(err_code(r), "forbidden");
+	msg = json_string_value(json_object_get(json_object_get(r, "error"), "message"));
+	assert_non_null(msg);
+	assert_non_null(strstr(msg, "approval_decide needs the approver role"));
+	assert_non_null(strstr(msg, "tkbox-signer approvals approve|reject ID"));
+	json_decref(r);
+	r = rpc(f, "{\"method\":\"approval_list\"}");
+	assert_string_equal(err_code(r), "forbidden");
+	json_decref(r);
+	/* Declaring runtime explicitly changes nothing. */
+	r = rpc(f, "{\"method\":\"hello\",\"proto\":1,\"role\":\"runtime\"}");
+	assert_string_equal(s(r, "role"), "runtime");
+	json_decref(r);
+	/* The refused attempt decided nothing: the approval is still pending. */
+	r = rpc(f, "{\"method\":\"approval_wait\",\"approval_id\":\"%s\",\"timeout_ms\":0}", s(a, "approval_id"));
+	assert_string_equal(s(r, "state"), "pending");
+	json_decref(r);
+	/* An approver connection may not decide, complete or register. */
+	r = rpc_person(f,
+		       "{\"method\":\"decide\",\"request_id\":\"pd\",\"run_id\":\"%s\",\"run_token\":\"%s\","
+		       "\"tool_call_id\":\"c\",\"tool\":\"Bash\",\"args\":{\"command\":\"echo\"}}",
+		       s(run, "run_id"), s(run, "run_token"));
+	assert_string_equal(err_code(r), "forbidden");
+	json_decref(r);
+	/* hello with a role: granted (a bare uid in authorize grants every role), answered with the role. */
+	{
+		struct rpc_request req = { 0 };
+		struct service_reply rep = { 0 };
+		const char *text = "{\"method\":\"hello\",\"proto\":1,\"role\":\"approver\"}";
+		enum rpc_err e;
+		char m[256];
+
+		assert_int_equal(rpc_request_parse(text, strlen(text), &req, &e, m, sizeof(m)), 0);
+		service_handle(f->svc, &runtime, &req, -1, &rep);
+		assert_null(err_code(rep.body));
+		assert_true(rep.set_role);
+		assert_int_equal(rep.role, SIGNER_ROLE_APPROVER);
+		service_reply_release(&rep);
+		/* A first hello without a role fixes the runtime role: it cannot switch to approver later. */
+		{
+			struct rpc_request plain = { 0 };
+			const char *t = "{\"method\":\"hello\",\"proto\":1}";
+			assert_int_equal(rpc_request_parse(t, strlen(t), &plain, &e, m, sizeof(m)), 0);
+			service_handle(f->svc, &runtime, &plain, -1, &rep);
+			assert_null(err_code(rep.body));
+			assert_true(rep.set_role);
+			assert_int_equal(rep.role, SIGNER_ROLE_RUNTIME);
+			service_reply_release(&rep);
+			rpc_request_release(&plain);
+		}
+		runtime.role_declared = true;
+		service_handle(f->svc, &runtime, &req, -1, &rep);
+		assert_string_equal(err_code(rep.body), "forbidden");
+		assert_false(rep.set_role);
+		service_reply_release(&rep);
+		rpc_request_release(&req);
+	}
+	r = rpc(f, "{\"method\":\"hello\",\"proto\":1,\"role\":\"boss\"}");
+	assert_string_equal(err_code(r), "invalid_request");
+	json_decref(r);
+	/* The uid holds only the runtime role now: hello as approver and the approver's calls are refused. */
+	assert_int_equal(f->cfg.n_authorize, 1);
+	f->cfg.authorize_roles[0] = 1u << SIGNER_ROLE_RUNTIME;
+	r = rpc(f, "{\"method\":\"hello\",\"proto\":1,\"role\":\"approver\"}");
+	assert_string_equal(err_code(r), "forbidden");
+	json_decref(r);
+	r = rpc_person(f,
+		       "{\"method\":\"approval_decide\",\"request_id\":\"p1\",\"approval_id\":\"%s\",\"decision\":"
+		       "\"approve\"}",
+		       s(a, "approval_id"));
+	assert_string_equal(err_code(r), "forbidden");
+	json_decref(r);
+	/* Granted again, the person's answer goes through. */
+	f->cfg.authorize_roles[0] = SIGNER_ROLES_ALL;
+	r = rpc_person(f,
+		       "{\"method\":\"approval_decide\",\"request_id\":\"p2\",\"approval_id\":\"%s\",\"decision\":"
+		       "\"approve\"}",
+		       s(a, "approval_id"));
+	assert_string_equal(s(r, "state"), "approved");
+	json_decref(r);
+	json_decref(a);
+	json_decref(d);
+	json_decref(run);
+}
+
+/* authorize grants: a bare uid every role, {"uid","roles"} the listed ones; malformed grants refused. */
+static void test_role_grants(void **state)
+{
+	static const char *const bad[] = {
+		"{\"uid\":5}",
+		"{\"uid\":5,\"roles\":[]}",
+		"{\"uid\":5,\"roles\":[\"boss\"]}",
+		"{\"uid\":5,\"roles\":[\"approver\"],\"x\":1}",
+		"{\"uid\":-1,\"roles\":[\"runtime\"]}",
+		"\"5\"",
+	};
+	struct signer_config c = { 0 };
+	char text[512], err[256];
+	enum signer_role role;
+	(void)state;
+
+	(void)snprintf(text, sizeof(text),
+		       "{\"version\":1,\"mode\":\"system\",\"log_id\":\"00112233445566778899aabbccddeeff\","
+		       "\"origin\":\"o/x\",\"tenant\":\"default\",\"authorize\":[7,{\"uid\":8,\"roles\":[\"runtime\"]},"
+		       "{\"uid\":9,\"roles\":[\"approver\"]},{\"uid\":8,\"roles\":[\"approver\"]}]}");
+	assert_int_equal(signer_config_parse("/d", text, strlen(text), &c, err, sizeof(err)), 0);
+	assert_int_equal(signer_config_roles(&c, 7), SIGNER_ROLES_ALL);
+	assert_int_equal(signer_config_roles(&c, 8), SIGNER_ROLES_ALL); /* listed twice: the union */
+	assert_int_equal(signer_config_roles(&c, 9), 1u << SIGNER_ROLE_APPROVER);
+	assert_int_equal(signer_config_roles(&c, 10), 0);
+	assert_true(signer_config_authorized(&c, 9));
+	assert_false(signer_config_authorized(&c, 10));
+	signer_config_release(&c);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		(void)snprintf(text, sizeof(text),
+			       "{\"version\":1,\"mode\":\"system\",\"log_id\":\"00112233445566778899aabbccddeeff\","
+			       "\"origin\":\"o/x\",\"tenant\":\"default\",\"authorize\":[%s]}",
+			       bad[i]);
+		err[0] = '\0';
+		assert_int_equal(signer_config_parse("/d", text, strlen(text), &c, err, sizeof(err)), -EBADMSG);
+		assert_non_null(strstr(err, "authorize"));
+	}
+	assert_int_equal(signer_role_parse("approver", &role), 0);
+	assert_int_equal(role, SIGNER_ROLE_APPROVER);
+	assert_int_equal(signer_role_parse("Approver", &role), -EINVAL);
 }
 
 static void test_approvals(void **state)
@@ -310,22 +483,22 @@ static void test_approvals(void **state)
 		"\"decision_id\":\"%s\"}",
 		s(run, "run_id"), s(run, "run_token"), s(d, "decision_id"));
 	assert_null(err_code(a));
-	l = rpc(f, "{\"method\":\"approval_list\"}");
+	l = rpc_person(f, "{\"method\":\"approval_list\"}");
 	assert_int_equal(json_array_size(json_object_get(l, "approvals")), 1);
 	json_decref(l);
 	r = rpc(f, "{\"method\":\"approval_wait\",\"approval_id\":\"%s\",\"timeout_ms\":0}", s(a, "approval_id"));
 	assert_string_equal(s(r, "state"), "pending");
 	json_decref(r);
-	r = rpc(f,
-		"{\"method\":\"approval_decide\",\"request_id\":\"ad\",\"approval_id\":\"%s\",\"decision\":"
-		"\"approve\"}",
-		s(a, "approval_id"));
+	r = rpc_person(f,
+		       "{\"method\":\"approval_decide\",\"request_id\":\"ad\",\"approval_id\":\"%s\",\"decision\":"
+		       "\"approve\"}",
+		       s(a, "approval_id"));
 	assert_string_equal(s(r, "state"), "approved");
 	json_decref(r);
-	r = rpc(f,
-		"{\"method\":\"approval_decide\",\"request_id\":\"ad2\",\"approval_id\":\"%s\",\"decision\":"
-		"\"reject\"}",
-		s(a, "approval_id"));
+	r = rpc_person(f,
+		       "{\"method\":\"approval_decide\",\"request_id\":\"ad2\",\"approval_id\":\"%s\",\"decision\":"
+		       "\"reject\"}",
+		       s(a, "approval_id"));
 	assert_string_equal(err_code(r), "approval_not_pending");
 	json_decref(r);
 	r = rpc(f, "{\"method\":\"approval_wait\",\"approval_id\":\"%s\",\"timeout_ms\":1000}", s(a, "approval_id"));
@@ -701,10 +874,10 @@ static void test_flow_bundles(void **state)
 	/* ask approved, then the command was killed by SIGKILL: a signal, not exit 137. */
 	run = reg(f, "flow-approved");
 	a = ask_and_request(f, run, "fap", &d);
-	r = rpc(f,
-		"{\"method\":\"approval_decide\",\"request_id\":\"fap-ad\",\"approval_id\":\"%s\",\"decision\":"
-		"\"approve\",\"reason\":\"looked at it\"}",
-		s(a, "approval_id"));
+	r = rpc_person(f,
+		       "{\"method\":\"approval_decide\",\"request_id\":\"fap-ad\",\"approval_id\":\"%s\",\"decision\":"
+		       "\"approve\",\"reason\":\"looked at it\"}",
+		       s(a, "approval_id"));
 	assert_string_equal(s(r, "state"), "approved");
 	json_decref(r);
 	/* Both an exit code and a signal: refused. */
@@ -742,10 +915,10 @@ static void test_flow_bundles(void **state)
 	/* ask rejected: nothing may complete. */
 	run = reg(f, "flow-rejected");
 	a = ask_and_request(f, run, "frj", &d);
-	r = rpc(f,
-		"{\"method\":\"approval_decide\",\"request_id\":\"frj-ad\",\"approval_id\":\"%s\",\"decision\":"
-		"\"reject\"}",
-		s(a, "approval_id"));
+	r = rpc_person(f,
+		       "{\"method\":\"approval_decide\",\"request_id\":\"frj-ad\",\"approval_id\":\"%s\",\"decision\":"
+		       "\"reject\"}",
+		       s(a, "approval_id"));
 	assert_string_equal(s(r, "state"), "rejected");
 	json_decref(r);
 	close_run_with(f, run, "frj-close", "failure: the box did not start");
@@ -857,6 +1030,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_idempotent, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_tokens, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_approvals, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_roles, setup, teardown),
+		cmocka_unit_test(test_role_grants),
 		cmocka_unit_test_setup_teardown(test_reload_drops_uncommitted, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unsigned_never_stored, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_close_and_export, setup, teardown),

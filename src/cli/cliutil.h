@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#ifndef TKBOX_DAEMON_CLIUTIL_H
-#define TKBOX_DAEMON_CLIUTIL_H
+#ifndef TKBOX_CLI_CLIUTIL_H
+#define TKBOX_CLI_CLIUTIL_H
 
 #include "macro.h"
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#ifndef TKBOX_DAEMON_APICLIENT_H
-#define TKBOX_DAEMON_APICLIENT_H
+#ifndef TKBOX_CLI_APICLIENT_H
+#define TKBOX_CLI_APICLIENT_H
 
 #include <jansson.h>
 

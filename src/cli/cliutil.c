@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "banned.h"
-#include "daemon/cliutil.h"
+#include "cli/cliutil.h"
 
 /* Digits then a suffix; the value must not overflow. */
 static int number_suffix(const char *s, uint64_t *ret_v, const char **ret_suffix)

@@ -7,7 +7,7 @@
 #include <sys/un.h>
 
 #include "banned.h"
-#include "daemon/apiclient.h"
+#include "cli/apiclient.h"
 #include "daemon/daemon.h"
 #include "json.h"
 #include "log.h"
