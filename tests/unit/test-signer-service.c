@@ -78,18 +78,28 @@ static json_t *rpc_as(struct fixture *f, const struct caller *c, const char *tex
 	return body;
 }
 
+/* A request as caller c, its text formatted from fmt. */
+static json_t *vrpc(struct fixture *f, const struct caller *c, const char *fmt, va_list ap) _printf_(3, 0);
+static json_t *vrpc(struct fixture *f, const struct caller *c, const char *fmt, va_list ap)
+{
+	char *text = NULL;
+	json_t *r;
+
+	assert_true(vasprintf(&text, fmt, ap) > 0);
+	r = rpc_as(f, c, text);
+	free(text);
+	return r;
+}
+
 static json_t *rpc(struct fixture *f, const char *fmt, ...) _printf_(2, 3);
 static json_t *rpc(struct fixture *f, const char *fmt, ...)
 {
-	char *text = NULL;
 	json_t *r;
 	va_list ap;
 
 	va_start(ap, fmt);
-	assert_true(vasprintf(&text, fmt, ap) > 0);
+	r = vrpc(f, &f->me, fmt, ap);
 	va_end(ap);
-	r = rpc_as(f, &f->me, text);
-	free(text);
 	return r;
 }
 
@@ -97,15 +107,12 @@ static json_t *rpc(struct fixture *f, const char *fmt, ...)
 static json_t *rpc_person(struct fixture *f, const char *fmt, ...) _printf_(2, 3);
 static json_t *rpc_person(struct fixture *f, const char *fmt, ...)
 {
-	char *text = NULL;
 	json_t *r;
 	va_list ap;
 
 	va_start(ap, fmt);
-	assert_true(vasprintf(&text, fmt, ap) > 0);
+	r = vrpc(f, &f->person, fmt, ap);
 	va_end(ap);
-	r = rpc_as(f, &f->person, text);
-	free(text);
 	return r;
 }
 
