@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "banned.h"
+#include "clock.h"
 #include "strv.h"
 #include "io.h"
 #include "crypto.h"
@@ -362,24 +363,16 @@ static void load_boxes(void)
  * (docs/limits.md); approval_wait adds its own wait to it, export its own.
  */
 
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	(void)clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* The deadline of a call starting now that may take extra_ms more than an ordinary one. */
 static int64_t signer_deadline(int64_t extra_ms)
 {
-	return mono_ms() + (int64_t)g.o.signer_timeout_s * 1000 + extra_ms;
+	return (int64_t)clock_mono_ms() + (int64_t)g.o.signer_timeout_s * 1000 + extra_ms;
 }
 
 /* A blocking send or connect on fd gives up at the deadline (at least 1 ms: 0 would mean never). */
 static void sock_deadline(int fd, int64_t deadline)
 {
-	int64_t left = MAX(deadline - mono_ms(), (int64_t)1);
+	int64_t left = MAX(deadline - (int64_t)clock_mono_ms(), (int64_t)1);
 	struct timeval tv = { .tv_sec = left / 1000, .tv_usec = (left % 1000) * 1000 };
 
 	(void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
@@ -427,7 +420,7 @@ static int signer_rpc(struct signer_client *c, json_t *req, int fd, int abandon_
 		if (r != -EAGAIN) {
 			break;
 		}
-		left = deadline - mono_ms();
+		left = deadline - (int64_t)clock_mono_ms();
 		if (left <= 0) {
 			return -ETIMEDOUT;
 		}
@@ -454,33 +447,15 @@ static int signer_rpc(struct signer_client *c, json_t *req, int fd, int abandon_
  */
 static int signer_open(int64_t deadline, int abandon_fd, struct signer_client **ret)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	_cleanup_json_ json_t *hello = NULL;
 	struct signer_client *c;
-	size_t n = strlen(g.signer_socket);
-	int fd, r;
+	int64_t left = MAX(deadline - (int64_t)clock_mono_ms(), (int64_t)1);
+	int r;
 
-	if (n >= sizeof(sa.sun_path)) {
-		return -ENAMETOOLONG;
-	}
-	memcpy(sa.sun_path, g.signer_socket, n + 1);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0) {
-		return negative_errno();
-	}
-	sock_deadline(fd, deadline);
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		r = errno == EAGAIN ? -ETIMEDOUT : negative_errno();
-		(void)close(fd);
+	r = signer_client_connect(g.signer_socket, (int)MIN(left, (int64_t)INT32_MAX), &c);
+	if (r < 0) {
 		return r;
 	}
-	c = calloc(1, sizeof(*c));
-	if (!c || buf_init(&c->in, CLIENT_MAX_REPLY + 1, 0) < 0) {
-		free(c);
-		(void)close(fd);
-		return -ENOMEM;
-	}
-	c->fd = fd;
 	r = signer_rpc(c, json_pack("{s:s,s:i,s:s}", "method", "hello", "proto", RPC_PROTO_VERSION, "role", "runtime"),
 		       -1, abandon_fd, deadline, &hello);
 	if (r < 0) {
@@ -2257,7 +2232,7 @@ static void api_export(struct conn *c, const char *name)
 	if (r >= 0) {
 		/* The signer writes the whole bundle: its own deadline. */
 		r = signer_rpc(sc, json_pack("{s:s,s:s}", "method", "export", "run_id", run_id), memfd, -1,
-			       mono_ms() + (int64_t)DAEMON_EXPORT_TIMEOUT_S * 1000, &reply);
+			       (int64_t)clock_mono_ms() + (int64_t)DAEMON_EXPORT_TIMEOUT_S * 1000, &reply);
 	}
 	if (r < 0) {
 		if (r == -ETIMEDOUT && sc) {

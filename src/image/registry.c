@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "banned.h"
+#include "clock.h"
 #include "io.h"
 #include "crypto.h"
 #include "image/registry.h"
@@ -336,17 +337,10 @@ static size_t on_body(char *p, size_t size, size_t n, void *ud)
 	return len;
 }
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	(void)clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 static int on_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal, curl_off_t ulnow)
 {
 	struct registry *r = ud;
-	uint64_t t = now_ms();
+	uint64_t t = clock_mono_ms();
 	(void)ultotal;
 	(void)ulnow;
 	if (r->o.progress_fd < 0 || r->n_layers == 0 || t - r->last_draw_ms < 100) {

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "banned.h"
+#include "clock.h"
 #include "image/util.h"
 
 void image_diag_set(struct image_diag *d, const char *fmt, ...)
@@ -56,13 +57,6 @@ static int drain(int fd, struct buf *b, bool *open)
 	return buf_put(b, tmp, (size_t)n);
 }
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	(void)clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 int image_run_timed(char *const argv[], char *const envp[], const char *cwd, struct buf *out, struct buf *err,
 		    unsigned timeout_s)
 {
@@ -79,7 +73,7 @@ int image_run_timed(char *const argv[], char *const envp[], const char *cwd, str
 		r = negative_errno();
 		goto out_close;
 	}
-	deadline = now_ms() + (int64_t)timeout_s * 1000;
+	deadline = (int64_t)clock_mono_ms() + (int64_t)timeout_s * 1000;
 	pid = fork();
 	if (pid < 0) {
 		r = negative_errno();
@@ -108,7 +102,7 @@ int image_run_timed(char *const argv[], char *const envp[], const char *cwd, str
 	while (oo || eo || !reaped) {
 		struct pollfd pf[2] = { { .fd = oo ? po[0] : -1, .events = POLLIN },
 					{ .fd = eo ? pe[0] : -1, .events = POLLIN } };
-		int64_t left = deadline - now_ms();
+		int64_t left = deadline - (int64_t)clock_mono_ms();
 		int pr;
 		if (left <= 0) {
 			r = -ETIME;

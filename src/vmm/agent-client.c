@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "banned.h"
+#include "clock.h"
 #include "frame.h"
 #include "vmm/agent-client.h"
 
@@ -481,16 +482,9 @@ static int pump(struct agent_client *c, struct agent_event *ev)
 	return 0;
 }
 
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-	(void)clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 int agent_client_next(struct agent_client *c, int timeout_ms, struct agent_event *ret)
 {
-	uint64_t deadline = timeout_ms >= 0 ? mono_ms() + (uint64_t)timeout_ms : UINT64_MAX;
+	uint64_t deadline = timeout_ms >= 0 ? clock_mono_ms() + (uint64_t)timeout_ms : UINT64_MAX;
 	bool polled = false;
 	int r;
 
@@ -530,7 +524,7 @@ int agent_client_next(struct agent_client *c, int timeout_ms, struct agent_event
 		if (buf_len(&c->out) > 0) {
 			pfd.events |= POLLOUT;
 		}
-		t = mono_ms();
+		t = clock_mono_ms();
 		if (polled && t >= deadline) {
 			return 0;
 		}

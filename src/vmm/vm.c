@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "banned.h"
+#include "clock.h"
 #include "strv.h"
 #include "frame.h"
 #include "io.h"
@@ -224,13 +225,6 @@ static int listen_unix(const char *path)
 	return fd;
 }
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	(void)clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 static void reap_nohang(struct vm *vm)
 {
 	int status;
@@ -326,11 +320,11 @@ int vm_start(const struct vm_config *c, struct vm **ret)
 	strv_free(argv);
 	argv = NULL;
 	/* Accept QEMU's connection on every channel; QEMU connects while it initialises. */
-	deadline = now_ms() + VM_CONNECT_TIMEOUT_MS;
+	deadline = clock_mono_ms() + VM_CONNECT_TIMEOUT_MS;
 	for (;;) {
 		struct pollfd pfd[CH_COUNT];
 		size_t np = 0, map[CH_COUNT];
-		uint64_t t = now_ms();
+		uint64_t t = clock_mono_ms();
 		for (size_t i = 0; i < CH_COUNT; i++) {
 			if (cfd[i] < 0) {
 				pfd[np] = (struct pollfd){ .fd = lfd[i], .events = POLLIN };
@@ -423,7 +417,7 @@ static int write_all_timeout(int fd, const uint8_t *p, size_t n, uint64_t deadli
 {
 	while (n > 0) {
 		struct pollfd pfd = { .fd = fd, .events = POLLOUT };
-		uint64_t t = now_ms();
+		uint64_t t = clock_mono_ms();
 		ssize_t w;
 		if (t >= deadline) {
 			return -ETIMEDOUT;
@@ -458,7 +452,7 @@ static int boot_read_tiny(struct vm *vm, uint8_t want_type, uint64_t deadline)
 	}
 	for (;;) {
 		struct pollfd pfd = { .fd = vm->boot_fd, .events = POLLIN };
-		uint64_t t = now_ms();
+		uint64_t t = clock_mono_ms();
 		ssize_t n;
 		size_t used;
 		if (t >= deadline) {
@@ -513,12 +507,12 @@ int vm_serve_boot_config(struct vm *vm, struct boot_config *bc, int contact_ms, 
 	 * The guest asks first: bytes written before it opened the port would
 	 * wait in QEMU until its main loop next runs.
 	 */
-	r = boot_read_tiny(vm, AGENT_MSG_BOOT_REQUEST, now_ms() + (uint64_t)contact_ms);
+	r = boot_read_tiny(vm, AGENT_MSG_BOOT_REQUEST, clock_mono_ms() + (uint64_t)contact_ms);
 	if (r == -ETIMEDOUT) {
 		r = -EHOSTDOWN;
 	}
 	if (r >= 0) {
-		uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
+		uint64_t deadline = clock_mono_ms() + (uint64_t)timeout_ms;
 		(void)clock_gettime(CLOCK_REALTIME, &now);
 		bc->clock_sec = now.tv_sec;
 		bc->clock_nsec = now.tv_nsec;
@@ -567,14 +561,14 @@ void vm_poke(struct vm *vm)
 
 int vm_wait(struct vm *vm, int timeout_ms)
 {
-	uint64_t deadline = now_ms() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms);
+	uint64_t deadline = clock_mono_ms() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms);
 
 	for (;;) {
 		reap_nohang(vm);
 		if (vm->reaped || vm->qemu_pid <= 0) {
 			return 1;
 		}
-		if (timeout_ms >= 0 && now_ms() >= deadline) {
+		if (timeout_ms >= 0 && clock_mono_ms() >= deadline) {
 			return 0;
 		}
 		struct timespec ts = { .tv_sec = 0, .tv_nsec = 5 * 1000000L };
@@ -593,9 +587,10 @@ int vm_stop_hard(struct vm *vm, int grace_ms)
 	}
 	if (vm->qmp_fd >= 0) {
 		if (!vm->qmp_negotiated) {
-			(void)write_all_timeout(vm->qmp_fd, (const uint8_t *)caps, sizeof(caps) - 1, now_ms() + 1000);
+			(void)write_all_timeout(vm->qmp_fd, (const uint8_t *)caps, sizeof(caps) - 1,
+						clock_mono_ms() + 1000);
 		}
-		(void)write_all_timeout(vm->qmp_fd, (const uint8_t *)quit, sizeof(quit) - 1, now_ms() + 1000);
+		(void)write_all_timeout(vm->qmp_fd, (const uint8_t *)quit, sizeof(quit) - 1, clock_mono_ms() + 1000);
 	}
 	r = vm_wait(vm, grace_ms);
 	if (r == 0) {
