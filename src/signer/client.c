@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 
 #include "client.h"
@@ -10,7 +11,7 @@
 
 #include "banned.h"
 
-int signer_client_connect(const char *socket_path, struct signer_client **ret)
+int signer_client_connect(const char *socket_path, int timeout_ms, struct signer_client **ret)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct signer_client *c;
@@ -24,8 +25,12 @@ int signer_client_connect(const char *socket_path, struct signer_client **ret)
 	if (fd < 0) {
 		return negative_errno();
 	}
+	if (timeout_ms > 0) {
+		struct timeval tv = { .tv_sec = timeout_ms / 1000, .tv_usec = (timeout_ms % 1000) * 1000 };
+		(void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	}
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		r = negative_errno();
+		r = errno == EAGAIN && timeout_ms > 0 ? -ETIMEDOUT : negative_errno();
 		close(fd);
 		return r;
 	}
@@ -182,7 +187,7 @@ int signer_client_open_as(const char *socket_path, const char *role, struct sign
 	const char *code, *msg;
 	int r;
 
-	r = signer_client_connect(socket_path, &c);
+	r = signer_client_connect(socket_path, 0, &c);
 	if (r < 0) {
 		snprintf(err, err_size, "cannot connect to %s: %s", socket_path, strerror(-r));
 		return r;

@@ -18,7 +18,12 @@ struct signer_client {
 	struct buf in;
 };
 
-_wur_ int signer_client_connect(const char *socket_path, struct signer_client **ret);
+/*
+ * Connect to the signer's socket. timeout_ms > 0 bounds the connect (a signer
+ * that does not accept fills its listen backlog, and connect then blocks):
+ * -ETIMEDOUT past it. It also stays the socket's send timeout.
+ */
+_wur_ int signer_client_connect(const char *socket_path, int timeout_ms, struct signer_client **ret);
 void signer_client_free(struct signer_client *c);
 
 /* Send one request line (JSON object, compact) and, when fd >= 0, pass fd with it (SCM_RIGHTS). */

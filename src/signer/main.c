@@ -434,7 +434,7 @@ static int cmd_rpc(struct opts *o)
 	if (load_config(o, &cfg) < 0) {
 		return 1;
 	}
-	r = signer_client_connect(cfg.socket_path, &c);
+	r = signer_client_connect(cfg.socket_path, 0, &c);
 	signer_config_release(&cfg);
 	if (r < 0) {
 		fprintf(stderr, "tkbox-signer: connect: %s\n", strerror(-r));
