@@ -27,6 +27,7 @@
 #include "daemon/image-local.h"
 #include "daemon/ipc.h"
 #include "daemon/obsq.h"
+#include "daemon/signer-link.h"
 #include "daemon/supervisor.h"
 #include "daemon/supmsg.h"
 #include "json.h"
@@ -352,186 +353,7 @@ static void load_boxes(void)
 	(void)closedir(d);
 }
 
-/* ---------------------------------------------------------------- signer */
-
-/*
- * The daemon's one signer client. A new connection per call (an approval wait
- * blocks only its own request), and every step of a call (connect, hello, the
- * request, the reply) ends by the call's deadline: a signer that is stopped
- * (kill -STOP), wedged or overloaded fails the call with -ETIMEDOUT instead
- * of holding the caller. The deadline is tkbox daemon --signer-timeout
- * (docs/limits.md); approval_wait adds its own wait to it, export its own.
- */
-
-/* The deadline of a call starting now that may take extra_ms more than an ordinary one. */
-static int64_t signer_deadline(int64_t extra_ms)
-{
-	return (int64_t)clock_mono_ms() + (int64_t)g.o.signer_timeout_s * 1000 + extra_ms;
-}
-
-/* A blocking send or connect on fd gives up at the deadline (at least 1 ms: 0 would mean never). */
-static void sock_deadline(int fd, int64_t deadline)
-{
-	int64_t left = MAX(deadline - (int64_t)clock_mono_ms(), (int64_t)1);
-	struct timeval tv = { .tv_sec = left / 1000, .tv_usec = (left % 1000) * 1000 };
-
-	(void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-}
-
-/*
- * One request and its reply on c, by the deadline. abandon_fd (or -1) is the
- * API client's connection: when the client hangs up, the call is abandoned
- * (-ECANCELED). 0 with the reply; -EREMOTEIO with *ret (the error reply) when
- * the signer refused; -ETIMEDOUT past the deadline. Takes req.
- */
-static int signer_rpc(struct signer_client *c, json_t *req, int fd, int abandon_fd, int64_t deadline, json_t **ret)
-{
-	json_t *reply = NULL;
-	int r;
-
-	if (!req) {
-		return -ENOMEM;
-	}
-	/* A request of up to 256 KiB may not fit the socket's buffer: the send blocks, until the deadline. */
-	if (fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) & ~O_NONBLOCK) < 0) {
-		json_decref(req);
-		return negative_errno();
-	}
-	sock_deadline(c->fd, deadline);
-	r = signer_client_send(c, req, fd);
-	json_decref(req);
-	if (r == -EAGAIN) {
-		return -ETIMEDOUT;
-	}
-	if (r < 0 && r != -EPIPE && r != -ECONNRESET) {
-		return r;
-	}
-	/* The reply is read without blocking, by poll: a reply in pieces cannot stretch the deadline. */
-	if (fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) | O_NONBLOCK) < 0) {
-		return negative_errno();
-	}
-	for (;;) {
-		struct pollfd p[2] = { { .fd = c->fd, .events = POLLIN }, { .fd = abandon_fd, .events = 0 } };
-		int64_t left;
-		int k;
-
-		/* A refusal may have come before the request was sent whole (EPIPE): it is read here too. */
-		r = signer_client_recv(c, &reply);
-		if (r != -EAGAIN) {
-			break;
-		}
-		left = deadline - (int64_t)clock_mono_ms();
-		if (left <= 0) {
-			return -ETIMEDOUT;
-		}
-		k = poll(p, abandon_fd >= 0 ? 2 : 1, (int)MIN(left, (int64_t)INT32_MAX));
-		if (k < 0 && errno != EINTR) {
-			return negative_errno();
-		}
-		/* Only a client gone both ways abandons the call (POLLHUP): a half-close is still a client. */
-		if (k > 0 && abandon_fd >= 0 && (p[1].revents & (POLLHUP | POLLERR))) {
-			return -ECANCELED;
-		}
-	}
-	if (r < 0) {
-		return r;
-	}
-	*ret = reply;
-	return signer_reply_error(reply, NULL) ? -EREMOTEIO : 0;
-}
-
-/*
- * Connect and say hello by the deadline. The connect is bounded too: a signer
- * that does not accept fills its listen backlog, and connect then blocks.
- * abandon_fd: as for signer_rpc().
- */
-static int signer_open(int64_t deadline, int abandon_fd, struct signer_client **ret)
-{
-	_cleanup_json_ json_t *hello = NULL;
-	struct signer_client *c;
-	int64_t left = MAX(deadline - (int64_t)clock_mono_ms(), (int64_t)1);
-	int r;
-
-	r = signer_client_connect(g.signer_socket, (int)MIN(left, (int64_t)INT32_MAX), &c);
-	if (r < 0) {
-		return r;
-	}
-	r = signer_rpc(c, json_pack("{s:s,s:i,s:s}", "method", "hello", "proto", RPC_PROTO_VERSION, "role", "runtime"),
-		       -1, abandon_fd, deadline, &hello);
-	if (r < 0) {
-		signer_client_free(c);
-		return r == -EREMOTEIO ? -EPROTO : r;
-	}
-	*ret = c;
-	return 0;
-}
-
-/*
- * A message for the user about a failed call (what: the method): says which
- * limit or refusal stopped it. reply: the signer's error reply, or NULL.
- */
-static void signer_error(char *err, size_t err_size, const char *what, int r, const json_t *reply)
-{
-	const char *msg = NULL, *code = reply ? signer_reply_error(reply, &msg) : NULL;
-	/* approval_wait is a long poll: its own wait comes on top of the deadline. */
-	unsigned within =
-		g.o.signer_timeout_s + (strcmp(what, "approval_wait") == 0 ? DAEMON_APPROVAL_WAIT_MS / 1000 : 0);
-
-	if (r == -ETIMEDOUT) {
-		(void)snprintf(err, err_size, "the signer did not answer within %u s (%s)", within, what);
-	} else if (code) {
-		(void)snprintf(err, err_size, "the signer refused %s: %s%s%s", what, code, msg && msg[0] ? ": " : "",
-			       msg ? msg : "");
-	} else if (r == -EPROTO) {
-		(void)snprintf(err, err_size, "the signer at %s refused the daemon's hello (another protocol version?)",
-			       g.signer_socket);
-	} else if (r == -EBADMSG) {
-		(void)snprintf(err, err_size, "the signer's %s reply is malformed", what);
-	} else {
-		(void)snprintf(err, err_size, "the signer at %s does not answer (%s: %s)", g.signer_socket, what,
-			       tk_strerror(r));
-	}
-}
-
-static json_t *with_request_id(json_t *req)
-{
-	char rid[33];
-
-	if (req && random_hex(16, rid) >= 0) {
-		(void)json_object_set_new(req, "request_id", json_string(rid));
-	}
-	return req;
-}
-
-/* One call on a fresh connection by the signer deadline; err gets a message for the user. Takes req. */
-static int signer_once(json_t *req, json_t **ret, char *err, size_t err_size)
-{
-	const char *what = json_string_value(json_object_get(req, "method"));
-	_cleanup_free_ char *method = strdup(what ? what : "?");
-	int64_t deadline = signer_deadline(0);
-	struct signer_client *c = NULL;
-	json_t *reply = NULL;
-	int r;
-
-	r = signer_open(deadline, -1, &c);
-	if (r >= 0) {
-		r = signer_rpc(c, req, -1, -1, deadline, &reply);
-		req = NULL;
-	}
-	json_decref(req);
-	signer_client_free(c);
-	if (r < 0) {
-		signer_error(err, err_size, method ? method : "?", r, reply);
-		json_decref(reply);
-		return r;
-	}
-	if (ret) {
-		*ret = reply;
-	} else {
-		json_decref(reply);
-	}
-	return 0;
-}
+/* ---------------------------------------------------------------- signer (src/daemon/signer-link.c) */
 
 /* Observe on b's run (caller does not hold g.lock). */
 static int observe(const char *run_id, const char *token, const char *kind, json_t *data, char *err, size_t err_size)
@@ -540,9 +362,10 @@ static int observe(const char *run_id, const char *token, const char *kind, json
 		json_decref(data);
 		return 0;
 	}
-	return signer_once(with_request_id(json_pack("{s:s,s:s,s:s,s:s,s:o}", "method", "observe", "run_id", run_id,
-						     "run_token", token, "kind", kind, "data", data)),
-			   NULL, err, err_size);
+	return signer_link_once(
+		signer_link_request_id(json_pack("{s:s,s:s,s:s,s:s,s:o}", "method", "observe", "run_id", run_id,
+						 "run_token", token, "kind", kind, "data", data)),
+		NULL, err, err_size);
 }
 
 static int close_run(const char *run_id, const char *token, const char *reason, char *err, size_t err_size)
@@ -550,9 +373,9 @@ static int close_run(const char *run_id, const char *token, const char *reason, 
 	if (!run_id || !token) {
 		return 0;
 	}
-	return signer_once(with_request_id(json_pack("{s:s,s:s,s:s,s:s}", "method", "close_run", "run_id", run_id,
-						     "run_token", token, "reason", reason)),
-			   NULL, err, err_size);
+	return signer_link_once(signer_link_request_id(json_pack("{s:s,s:s,s:s,s:s}", "method", "close_run", "run_id",
+								 run_id, "run_token", token, "reason", reason)),
+				NULL, err, err_size);
 }
 
 /* Close b's run once (caller does not hold g.lock). */
@@ -1412,9 +1235,10 @@ static void api_create(struct conn *c)
 		char rnd[9];
 		(void)random_hex(4, rnd);
 		(void)snprintf(run_id, sizeof(run_id), "tkbox-%s-%s", b->name, rnd);
-		r = signer_once(with_request_id(json_pack("{s:s,s:{s:s,s:s},s:s}", "method", "register_run", "agent",
-							  "name", "tkbox", "version", TKBOX_VERSION, "run_id", run_id)),
-				&reply, err, sizeof(err));
+		r = signer_link_once(
+			signer_link_request_id(json_pack("{s:s,s:{s:s,s:s},s:s}", "method", "register_run", "agent",
+							 "name", "tkbox", "version", TKBOX_VERSION, "run_id", run_id)),
+			&reply, err, sizeof(err));
 		if (r < 0) {
 			goto fail;
 		}
@@ -1643,7 +1467,6 @@ static void api_exec(struct conn *c, const char *name)
 	struct buf stdin_data = { 0 };
 	const char *cwd = "/", *mode = "none", *decision = NULL, *decision_id = NULL;
 	char err[1024] = "", digest[80], tcid[40];
-	struct signer_client *sc = NULL;
 	struct box *b;
 	struct pend *p = NULL;
 	json_t *stdin_obj;
@@ -1815,25 +1638,21 @@ static void api_exec(struct conn *c, const char *name)
 
 	/* Decide before anything starts. */
 	if (!g.o.unrecorded) {
-		int64_t deadline = signer_deadline(0);
+		int64_t deadline = signer_link_deadline(0);
 		char hx[17];
 
 		(void)random_hex(8, hx);
 		(void)snprintf(tcid, sizeof(tcid), "exec-%lld-%s", (long long)exec_no, hx);
-		r = signer_open(deadline, c->fd, &sc);
-		if (r >= 0) {
-			r = signer_rpc(sc,
-				       with_request_id(json_pack("{s:s,s:s,s:s,s:s,s:s,s:O}", "method", "decide",
-								 "run_id", run_id, "run_token", token, "tool_call_id",
-								 tcid, "tool", "Bash", "args", args)),
-				       -1, c->fd, deadline, &reply);
-		}
+		r = signer_link_call(signer_link_request_id(json_pack(
+					     "{s:s,s:s,s:s,s:s,s:s,s:O}", "method", "decide", "run_id", run_id,
+					     "run_token", token, "tool_call_id", tcid, "tool", "Bash", "args", args)),
+				     -1, c->fd, deadline, &reply);
 		if (r < 0) {
 			/*
 			 * Each exec asks afresh: while the signer is stopped or wedged every one is refused
 			 * at the deadline; the first one it answers again runs.
 			 */
-			signer_error(err, sizeof(err), "decide", r, reply);
+			signer_link_error(err, sizeof(err), "decide", r, reply);
 			if (r != -ECANCELED) {
 				respond_error(c->fd, 503, "signer_unreachable", NULL, "%s; nothing ran%s", err,
 					      r == -EREMOTEIO
@@ -1875,13 +1694,12 @@ static void api_exec(struct conn *c, const char *name)
 			const char *aid = NULL, *state = NULL;
 			char head[512];
 			int k;
-			r = signer_rpc(
-				sc,
-				with_request_id(json_pack("{s:s,s:s,s:s,s:s}", "method", "approval_request", "run_id",
-							  run_id, "run_token", token, "decision_id", decision_id)),
-				-1, c->fd, signer_deadline(0), &ar);
+			r = signer_link_call(signer_link_request_id(json_pack(
+						     "{s:s,s:s,s:s,s:s}", "method", "approval_request", "run_id",
+						     run_id, "run_token", token, "decision_id", decision_id)),
+					     -1, c->fd, signer_link_deadline(0), &ar);
 			if (r < 0 || json_get_string(ar, "approval_id", &aid) < 0) {
-				signer_error(err, sizeof(err), "approval_request", r < 0 ? r : -EBADMSG, ar);
+				signer_link_error(err, sizeof(err), "approval_request", r < 0 ? r : -EBADMSG, ar);
 				respond_error(
 					c->fd, 403, "not_approved", NULL,
 					"the command needs an approval that could not be requested (%s): refused, "
@@ -1895,10 +1713,9 @@ static void api_exec(struct conn *c, const char *name)
 				(void)io_write_all(c->fd, head, (size_t)k);
 			}
 			/* A long poll: its own wait, then the signer deadline as for any call. */
-			r = signer_rpc(sc,
-				       json_pack("{s:s,s:s,s:I}", "method", "approval_wait", "approval_id", aid,
-						 "timeout_ms", (json_int_t)DAEMON_APPROVAL_WAIT_MS),
-				       -1, c->fd, signer_deadline(DAEMON_APPROVAL_WAIT_MS), &wr);
+			r = signer_link_call(json_pack("{s:s,s:s,s:I}", "method", "approval_wait", "approval_id", aid,
+						       "timeout_ms", (json_int_t)DAEMON_APPROVAL_WAIT_MS),
+					     -1, c->fd, signer_link_deadline(DAEMON_APPROVAL_WAIT_MS), &wr);
 			if (r == -ECANCELED) {
 				pthread_mutex_lock(&g.lock);
 				events_write(b, EV_LIFECYCLE, "exec.abandoned",
@@ -1909,7 +1726,7 @@ static void api_exec(struct conn *c, const char *name)
 			}
 			if (r < 0 || json_get_string(wr, "state", &state) < 0 || strcmp(state, "approved") != 0) {
 				if (r < 0 && r != -EREMOTEIO) {
-					signer_error(err, sizeof(err), "approval_wait", r, NULL);
+					signer_link_error(err, sizeof(err), "approval_wait", r, NULL);
 				}
 				respond_error(c->fd, 403, "not_approved", json_pack("{s:s}", "approval_id", aid),
 					      "approval %s was %s%s%s: refused, nothing ran", aid,
@@ -1983,13 +1800,13 @@ static void api_exec(struct conn *c, const char *name)
 			}
 			if (decided) {
 				json_t *nrep = NULL;
-				(void)signer_rpc(sc,
-						 with_request_id(json_pack(
-							 "{s:s,s:s,s:s,s:s,s:s,s:s,s:s}", "method", "complete",
-							 "run_id", run_id, "run_token", token, "tool_call_id", tcid,
-							 "decision_id", decision_id, "args_digest", digest, "status",
-							 "error", "error", "the command never started")),
-						 -1, -1, signer_deadline(0), &nrep);
+				(void)signer_link_call(
+					signer_link_request_id(
+						json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s}", "method", "complete",
+							  "run_id", run_id, "run_token", token, "tool_call_id", tcid,
+							  "decision_id", decision_id, "args_digest", digest, "status",
+							  "error", "error", "the command never started")),
+					-1, -1, signer_link_deadline(0), &nrep);
 				json_decref(nrep);
 			}
 			goto out;
@@ -2030,7 +1847,7 @@ static void api_exec(struct conn *c, const char *name)
 					 "run_token", token, "tool_call_id", tcid, "decision_id", decision_id,
 					 "args_digest", digest, "status", p->ok ? "ok" : "error");
 		json_t *crep = NULL;
-		int64_t deadline = signer_deadline(0);
+		int64_t deadline = signer_link_deadline(0);
 		/* Exited with a code, or killed by a signal: never both (SIGKILL is not exit 137). */
 		if (creq && p->has_exit_code) {
 			(void)json_object_set_new(creq, "exit_code", json_integer(p->exit_code));
@@ -2046,18 +1863,11 @@ static void api_exec(struct conn *c, const char *name)
 			(void)json_object_set_new(creq, "stdin_sha256", json_string(p->stdin_sha256));
 			(void)json_object_set_new(creq, "stdin_bytes", json_integer(p->stdin_bytes));
 		}
-		signer_client_free(sc);
-		sc = NULL;
-		r = signer_open(deadline, -1, &sc);
-		if (r >= 0) {
-			r = signer_rpc(sc, with_request_id(creq), -1, -1, deadline, &crep);
-		} else {
-			json_decref(creq);
-		}
+		r = signer_link_call(signer_link_request_id(creq), -1, -1, deadline, &crep);
 		if (r < 0) {
 			/* The command ran: a completion the signer did not take is counted, never dropped. */
 			uint64_t n;
-			signer_error(err, sizeof(err), "complete", r, crep);
+			signer_link_error(err, sizeof(err), "complete", r, crep);
 			pthread_mutex_lock(&g.lock);
 			n = ++b->gaps_complete;
 			events_write(b, EV_PROBLEM, "signer.complete_failed",
@@ -2089,7 +1899,6 @@ static void api_exec(struct conn *c, const char *name)
 	pthread_mutex_unlock(&g.lock);
 
 out:
-	signer_client_free(sc);
 	if (memfd >= 0) {
 		(void)close(memfd);
 	}
@@ -2182,7 +1991,6 @@ static void api_export(struct conn *c, const char *name)
 {
 	_cleanup_free_ char *run_id = NULL, *trust_b64 = NULL;
 	_cleanup_json_ json_t *reply = NULL;
-	struct signer_client *sc = NULL;
 	const char *trust = NULL, *sha = NULL;
 	char err[512] = "", headers[4096];
 	struct box *b;
@@ -2228,18 +2036,16 @@ static void api_export(struct conn *c, const char *name)
 	box_close_run(b, "exported");
 
 	memfd = memfd_create("tkbox-bundle", MFD_CLOEXEC);
-	r = memfd < 0 ? negative_errno() : signer_open(signer_deadline(0), -1, &sc);
-	if (r >= 0) {
-		/* The signer writes the whole bundle: its own deadline. */
-		r = signer_rpc(sc, json_pack("{s:s,s:s}", "method", "export", "run_id", run_id), memfd, -1,
-			       (int64_t)clock_mono_ms() + (int64_t)DAEMON_EXPORT_TIMEOUT_S * 1000, &reply);
-	}
+	/* The signer writes the whole bundle: its own deadline. */
+	r = memfd < 0 ? negative_errno()
+		      : signer_link_call(json_pack("{s:s,s:s}", "method", "export", "run_id", run_id), memfd, -1,
+					 (int64_t)clock_mono_ms() + (int64_t)DAEMON_EXPORT_TIMEOUT_S * 1000, &reply);
 	if (r < 0) {
-		if (r == -ETIMEDOUT && sc) {
+		if (r == -ETIMEDOUT) {
 			(void)snprintf(err, sizeof(err), "the signer did not finish the export within %d s",
 				       DAEMON_EXPORT_TIMEOUT_S);
 		} else {
-			signer_error(err, sizeof(err), "export", r, reply);
+			signer_link_error(err, sizeof(err), "export", r, reply);
 		}
 		respond_error(c->fd, 503, "export_failed", NULL, "the signer did not export run %s: %s", run_id, err);
 		goto out;
@@ -2278,7 +2084,6 @@ out:
 	if (map) {
 		(void)munmap(map, (size_t)st.st_size);
 	}
-	signer_client_free(sc);
 	if (memfd >= 0) {
 		(void)close(memfd);
 	}
@@ -2704,7 +2509,7 @@ int daemon_run(const struct daemon_opts *o)
 	} else if (signer_default_socket(SIGNER_MODE_DEV, &g.signer_socket) < 0) {
 		g.signer_socket = NULL;
 	}
-	if (!g.signer_socket) {
+	if (!g.signer_socket || signer_link_init(g.signer_socket, g.o.signer_timeout_s) < 0) {
 		return 1;
 	}
 	if (o->guest_bin) {
@@ -2738,7 +2543,7 @@ int daemon_run(const struct daemon_opts *o)
 	} else {
 		_cleanup_json_ json_t *st = NULL;
 		char err[512] = "";
-		r = signer_once(json_pack("{s:s}", "method", "status"), &st, err, sizeof(err));
+		r = signer_link_once(json_pack("{s:s}", "method", "status"), &st, err, sizeof(err));
 		if (r < 0) {
 			fprintf(stderr,
 				"tkbox daemon: no signer answers at %s (%s): start one (tkbox-signer up --wait), pass "
