@@ -14,7 +14,22 @@
  * with -ETIMEDOUT instead of holding the caller. The deadline is tkbox daemon
  * --signer-timeout (docs/limits.md); approval_wait adds its own wait to it,
  * export its own.
+ *
+ * Connections are long-lived: hello (role runtime) once per connection, one
+ * call at a time on each, several calls in flight on several connections.
+ * When the signer restarts, a request with a request_id is sent again, same
+ * id, on a new connection (the signer answers a repeat with its first answer).
  */
+
+/* Idle connections kept for the next calls (more may be open while calls are in flight). */
+#define SIGNER_LINK_MAX_IDLE 16
+/* An idle connection is closed after this long (the signer closes one idle 30 s: SERVER_IDLE_TIMEOUT_MS). */
+#define SIGNER_LINK_IDLE_MS 20000
+/* A refused connect (a signer restarting) is tried again for this long, within the call's deadline. */
+#define SIGNER_LINK_RECONNECT_MS 5000
+#define SIGNER_LINK_RECONNECT_PAUSE_MS 50
+/* Sends of one request in all (the first and its resends after a lost connection). */
+#define SIGNER_LINK_MAX_SENDS 3
 
 /* Once, before any call: the signer's socket and the per-call timeout. */
 _wur_ int signer_link_init(const char *socket_path, unsigned timeout_s);

@@ -125,23 +125,6 @@ void rpc_framer_consume(struct rpc_framer *f, size_t line_len)
 	}
 }
 
-bool rpc_id_ok(const char *s)
-{
-	size_t n = strlen(s);
-
-	if (n == 0 || n > RPC_MAX_ID_LEN) {
-		return false;
-	}
-	for (size_t i = 0; i < n; i++) {
-		char c = s[i];
-		if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
-		      c == '_' || c == ':' || c == '-')) {
-			return false;
-		}
-	}
-	return true;
-}
-
 static int fail(enum rpc_err e, enum rpc_err *ret_err, char *msg, size_t msg_size, int r, const char *prefix,
 		const char *arg)
 {

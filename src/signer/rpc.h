@@ -4,6 +4,7 @@
 
 #include "buf.h"
 #include "json.h"
+#include "rpcmsg.h"
 
 /*
  * The signer's RPC: NDJSON over a Unix stream socket. One request object per
@@ -18,7 +19,6 @@
 
 #define RPC_PROTO_VERSION 1
 #define RPC_MAX_FRAME ((size_t)1 << 20) /* bytes of one request line, newline excluded */
-#define RPC_MAX_ID_LEN 128 /* request_id, tool_call_id, run_id */
 #define RPC_MAX_DEPTH 32
 
 enum rpc_method {
@@ -94,9 +94,6 @@ struct rpc_request {
 _wur_ int rpc_request_parse(const void *p, size_t n, struct rpc_request *ret, enum rpc_err *ret_err, char *msg,
 			    size_t msg_size);
 void rpc_request_release(struct rpc_request *r);
-
-/* True when s is a valid id ([A-Za-z0-9._:-]{1,128}). */
-bool rpc_id_ok(const char *s);
 
 /* {"error":{"code","message"}} as a new object. */
 json_t *rpc_error_new(enum rpc_err e, const char *message);

@@ -100,8 +100,9 @@ struct service {
 	size_t n_open;
 	struct decision **dec_list;
 	size_t n_decs;
-	struct req **req_list;
+	struct req **req_list; /* oldest first */
 	size_t n_reqs;
+	bool reqs_dropped; /* some replies are in the store only (reqs_trim) */
 	uint64_t key_seqs[EXPORT_MAX_KEY_RECORDS];
 	size_t n_key_seqs;
 
@@ -230,6 +231,35 @@ static void req_free(struct req *q)
 	free(q);
 }
 
+/*
+ * Bounds the replies kept in memory: at twice SERVICE_MAX_REQUESTS_KEPT, the
+ * oldest durable ones beyond the newest SERVICE_MAX_REQUESTS_KEPT are dropped
+ * (they stay in the store, where a retry finds them) and the map is rebuilt.
+ * Amortised O(1) per request; a reply not yet durable is never dropped.
+ */
+static void reqs_trim(struct service *s)
+{
+	size_t j = 0;
+
+	if (s->n_reqs < 2 * SERVICE_MAX_REQUESTS_KEPT) {
+		return;
+	}
+	hmap_clear(&s->requests);
+	for (size_t i = 0; i < s->n_reqs; i++) {
+		struct req *q = s->req_list[i];
+
+		if (i < s->n_reqs - SERVICE_MAX_REQUESTS_KEPT && q->need <= s->durable) {
+			req_free(q);
+			s->reqs_dropped = true;
+			continue;
+		}
+		s->req_list[j++] = q;
+		/* A put can fail only for memory: the reply is then found in the store once durable. */
+		(void)hmap_put(&s->requests, q->key, q);
+	}
+	s->n_reqs = j;
+}
+
 static void clear_state(struct service *s)
 {
 	for (size_t i = 0; i < s->n_runs; i++) {
@@ -247,6 +277,7 @@ static void clear_state(struct service *s)
 	s->run_list = NULL;
 	s->dec_list = NULL;
 	s->req_list = NULL;
+	s->reqs_dropped = false;
 	s->n_runs = s->n_decs = s->n_reqs = s->n_open = 0;
 	hmap_clear(&s->runs);
 	hmap_clear(&s->run_ids);
@@ -702,7 +733,11 @@ static int replay_request_cb(const char *key, const uint8_t digest[32], const ch
 		req_free(q);
 		return r == -EEXIST ? 0 : r;
 	}
-	return list_push((void ***)&s->req_list, &s->n_reqs, q);
+	if ((r = list_push((void ***)&s->req_list, &s->n_reqs, q)) < 0) {
+		return r;
+	}
+	reqs_trim(s);
+	return 0;
 }
 
 static int load_state(struct service *s, char *err, size_t err_size)
@@ -719,11 +754,13 @@ static int load_state(struct service *s, char *err, size_t err_size)
 			 (unsigned long long)s->next_seq, strerror(-r));
 		return r;
 	}
-	r = store_foreach_request(s->reader, replay_request_cb, s);
+	/* Only the newest replies are loaded; a retry of an older request finds its reply in the store. */
+	r = store_foreach_request(s->reader, SERVICE_MAX_REQUESTS_KEPT, replay_request_cb, s);
 	if (r < 0) {
 		snprintf(err, err_size, "loading idempotent replies failed: %s", strerror(-r));
 		return r;
 	}
+	s->reqs_dropped = s->reqs_dropped || s->n_reqs >= SERVICE_MAX_REQUESTS_KEPT;
 	s->durable = s->next_seq;
 	if (store_checkpoint_at_least(s->reader, 0, &s->cp_size, &s->cp_note) < 0) {
 		s->cp_note = NULL;
@@ -958,26 +995,6 @@ static int commitment(const uint8_t salt_key[32], const char *label, const char 
 	memcpy(out, "hmac-sha256:", 12);
 	r = hex_string(mac, sizeof(mac), out + 12, COMMITMENT_STRLEN + 1 - 12);
 	explicit_bzero(salt, sizeof(salt));
-	return r;
-}
-
-static int args_digest(const char *tool, const json_t *args, char out[RECORD_HASH_STRLEN + 1])
-{
-	_cleanup_json_ json_t *o = json_pack("{s:s,s:O}", "tool", tool, "args", args);
-	struct buf b = { 0 };
-	uint8_t h[SHA256_LEN];
-	int r;
-
-	if (!o) {
-		return -ENOMEM;
-	}
-	if ((r = buf_init(&b, RPC_MAX_FRAME * 2, 0)) < 0) {
-		return r;
-	}
-	if ((r = json_write_jcs(o, &b)) >= 0 && (r = sha256(buf_ptr(&b), buf_len(&b), h)) >= 0) {
-		record_hash_format(h, out);
-	}
-	buf_release(&b);
 	return r;
 }
 
@@ -1226,12 +1243,13 @@ static void do_decide(struct service *s, const struct caller *c, const struct rp
 {
 	struct policy_decision pd = { 0 };
 	_cleanup_json_ json_t *parsed = NULL;
-	const char *tool, *tcid, *args_source = "parsed", *recorded;
-	char digest[RECORD_HASH_STRLEN + 1], commit[COMMITMENT_STRLEN + 1], did[40];
+	const char *tool, *tcid, *args_source, *recorded;
+	char digest[RPC_DIGEST_STRLEN + 1], commit[COMMITMENT_STRLEN + 1], did[40], msg[256];
 	json_t *args, *data, *extra, *rules;
+	struct rpc_decide m;
 	uint64_t run_seq;
 	struct run *run;
-	int64_t attempt = -1;
+	int64_t attempt;
 	bool src_given;
 	int r;
 
@@ -1239,31 +1257,21 @@ static void do_decide(struct service *s, const struct caller *c, const struct rp
 	if (!run) {
 		return;
 	}
-	if (json_get_string(req->obj, "tool", &tool) < 0 || tool[0] == '\0' || strlen(tool) > 256 ||
-	    json_get_string(req->obj, "tool_call_id", &tcid) < 0 || !rpc_id_ok(tcid)) {
-		reply_error(ret, RPC_ERR_INVALID_REQUEST, "tool (1..256 chars) and tool_call_id (an id) are required");
+	if (rpc_decide_decode(req->obj, &m, msg, sizeof(msg)) < 0) {
+		reply_error(ret, RPC_ERR_INVALID_REQUEST, "%s", msg);
 		return;
 	}
-	r = json_get_string(req->obj, "args_source", &args_source);
-	src_given = r != -ENOENT;
-	if (r == -ENOENT) {
-		args_source = "parsed";
-	} else if (r < 0 || (strcmp(args_source, "raw") != 0 && strcmp(args_source, "parsed") != 0 &&
-			     strcmp(args_source, "coerced") != 0)) {
-		reply_error(ret, RPC_ERR_INVALID_REQUEST, "args_source must be raw, parsed or coerced");
-		return;
-	}
-	r = json_get_int(req->obj, "attempt", &attempt);
-	if ((r < 0 && r != -ENOENT) || (r == 0 && attempt < 0)) {
-		reply_error(ret, RPC_ERR_INVALID_REQUEST, "attempt must be a non-negative integer");
-		return;
-	}
+	tool = m.tool;
+	tcid = m.tool_call_id;
+	attempt = m.attempt;
+	src_given = m.args_source != NULL;
+	args_source = src_given ? m.args_source : "parsed";
 	if (run->n_decisions >= SERVICE_MAX_DECISIONS_PER_RUN) {
 		reply_error(ret, RPC_ERR_QUOTA_EXCEEDED,
 			    "too many decisions in this run (SERVICE_MAX_DECISIONS_PER_RUN)");
 		return;
 	}
-	args = json_object_get(req->obj, "args");
+	args = (json_t *)m.args;
 	if (json_is_string(args)) {
 		/*
 		 * Raw arguments (a JSON text in a string) are parsed strictly; what
@@ -1284,7 +1292,7 @@ static void do_decide(struct service *s, const struct caller *c, const struct rp
 		return;
 	}
 	memcpy(did, "d", 2);
-	if ((r = random_hex(16, did + 1, sizeof(did) - 1)) < 0 || (r = args_digest(tool, args, digest)) < 0 ||
+	if ((r = random_hex(16, did + 1, sizeof(did) - 1)) < 0 || (r = rpc_args_digest(tool, args, digest)) < 0 ||
 	    (r = commitment(s->keys->salt_key, did, digest, commit)) < 0) {
 		policy_decision_release(&pd);
 		reply_error(ret, RPC_ERR_INTERNAL, "could not commit to the arguments");
@@ -1328,11 +1336,6 @@ static void do_decide(struct service *s, const struct caller *c, const struct rp
 	policy_decision_release(&pd);
 }
 
-/* stdin_bytes in a completion: JSON's exact integer range (I-JSON), so every verifier reads it alike. */
-#define COMPLETE_MAX_STDIN_BYTES ((INT64_C(1) << 53))
-/* Linux signal numbers, real-time ones included. */
-#define COMPLETE_MAX_SIGNAL 64
-
 /* "SIGKILL" for 9: this libc's abbreviation, or "SIGRTMIN+n" for a real-time signal; false when it has none. */
 static bool signal_name(int sig, char *out, size_t out_size)
 {
@@ -1352,71 +1355,37 @@ static bool signal_name(int sig, char *out, size_t out_size)
 static void do_complete(struct service *s, const struct caller *c, const struct rpc_request *req,
 			struct service_reply *ret)
 {
-	const char *did, *digest, *status, *errmsg = NULL, *stdin_sha256 = NULL;
-	char check[COMMITMENT_STRLEN + 1], label[64], rcommit[COMMITMENT_STRLEN + 1];
+	const char *did, *digest, *status, *errmsg, *stdin_sha256;
+	char check[COMMITMENT_STRLEN + 1], label[64], rcommit[COMMITMENT_STRLEN + 1], msg[256];
 	json_t *data, *extra, *value;
+	struct rpc_complete m;
 	struct decision *d;
 	struct run *run;
-	int64_t exit_code = -1, sig = -1, stdin_bytes = 0;
+	int64_t exit_code, sig, stdin_bytes;
 	uint64_t run_seq;
-	int r, r2;
+	int r;
 
 	run = run_auth(s, c, req->obj, true, ret);
 	if (!run) {
 		return;
 	}
-	if (json_get_string(req->obj, "decision_id", &did) < 0 ||
-	    json_get_string(req->obj, "args_digest", &digest) < 0 || json_get_string(req->obj, "status", &status) < 0 ||
-	    (strcmp(status, "ok") != 0 && strcmp(status, "error") != 0)) {
-		reply_error(ret, RPC_ERR_INVALID_REQUEST,
-			    "decision_id, args_digest and status (ok|error) are required");
-		return;
-	}
 	/*
 	 * How the command ended: an exit status, or the signal that killed it
 	 * (killed by SIGKILL is not exit 137), never both. Neither: not known
-	 * (it never started, or the box went away).
+	 * (it never started, or the box went away). The decoder checks it all.
 	 */
-	r = json_get_int(req->obj, "exit_code", &exit_code);
-	r2 = json_get_int(req->obj, "signal", &sig);
-	if ((r < 0 && r != -ENOENT) || (r == 0 && (exit_code < 0 || exit_code > 255))) {
-		reply_error(ret, RPC_ERR_INVALID_REQUEST, "exit_code must be an integer 0..255");
+	if (rpc_complete_decode(req->obj, &m, msg, sizeof(msg)) < 0) {
+		reply_error(ret, RPC_ERR_INVALID_REQUEST, "%s", msg);
 		return;
 	}
-	if ((r2 < 0 && r2 != -ENOENT) || (r2 == 0 && (sig < 1 || sig > COMPLETE_MAX_SIGNAL))) {
-		reply_error(ret, RPC_ERR_INVALID_REQUEST, "signal must be an integer 1..%d", COMPLETE_MAX_SIGNAL);
-		return;
-	}
-	if (r == 0 && r2 == 0) {
-		reply_error(ret, RPC_ERR_INVALID_REQUEST,
-			    "exit_code and signal exclude each other: a command either exited or was killed");
-		return;
-	}
-	if (r != 0) {
-		exit_code = -1;
-	}
-	if (r2 != 0) {
-		sig = -1;
-	}
-	r = json_get_string(req->obj, "error", &errmsg);
-	if ((r < 0 && r != -ENOENT) || (errmsg && strlen(errmsg) > 4096)) {
-		reply_error(ret, RPC_ERR_INVALID_REQUEST, "error must be a string of at most 4096 bytes");
-		return;
-	}
-	/*
-	 * A stdin streamed to the command (not known when it was decided): its
-	 * digest and size belong in the signed result. Same form as the door's
-	 * decided stdin_sha256 (64 lowercase hex); both or neither.
-	 */
-	r = json_get_string(req->obj, "stdin_sha256", &stdin_sha256);
-	r2 = json_get_int(req->obj, "stdin_bytes", &stdin_bytes);
-	if ((r < 0 && r != -ENOENT) || (r2 < 0 && r2 != -ENOENT) || (r == 0) != (r2 == 0) ||
-	    (stdin_sha256 && (strlen(stdin_sha256) != 64 || strspn(stdin_sha256, "0123456789abcdef") != 64)) ||
-	    stdin_bytes < 0 || stdin_bytes > COMPLETE_MAX_STDIN_BYTES) {
-		reply_error(ret, RPC_ERR_INVALID_REQUEST,
-			    "stdin_sha256 (64 lowercase hex) and stdin_bytes (integer 0..2^53) go together");
-		return;
-	}
+	did = m.decision_id;
+	digest = m.args_digest;
+	status = m.status == RPC_STATUS_OK ? "ok" : "error";
+	exit_code = m.exit_code;
+	sig = m.signal > 0 ? m.signal : -1;
+	errmsg = m.error;
+	stdin_sha256 = m.stdin_sha256;
+	stdin_bytes = m.stdin_bytes;
 	d = hmap_get(&s->decisions, did);
 	if (!d || d->run != run) {
 		reply_error(ret, RPC_ERR_UNKNOWN_DECISION, "no such decision in this run");
@@ -1474,11 +1443,6 @@ static void do_complete(struct service *s, const struct caller *c, const struct 
 	ret->body = json_pack("{s:I}", "run_seq", (json_int_t)run_seq);
 }
 
-static const char *const observe_kinds[] = { "tkbox.box",	  "tkbox.egress",
-					     "tkbox.approval",	  "tkbox.secret.use",
-					     "tkbox.secret.leak", "tkbox.model.call",
-					     "tkbox.gap",	  NULL };
-
 /*
  * The daemon's gap kinds and the capture.gap kind of the schema that fits:
  * a completion or a must-keep observation that could not be recorded was
@@ -1524,26 +1488,22 @@ static void do_observe(struct service *s, const struct caller *c, const struct r
 	const char *kind, *reason = NULL;
 	json_t *data, *rec, *extra;
 	_cleanup_free_ char *jcs = NULL;
+	struct rpc_observe m;
+	char msg[256];
 	uint64_t run_seq;
 	struct run *run;
-	bool known = false;
 	int r;
 
 	run = run_auth(s, c, req->obj, true, ret);
 	if (!run) {
 		return;
 	}
-	if (json_get_string(req->obj, "kind", &kind) < 0 || json_get_object(req->obj, "data", &data) < 0) {
-		reply_error(ret, RPC_ERR_INVALID_REQUEST, "kind (string) and data (object) are required");
+	if (rpc_observe_decode(req->obj, &m, msg, sizeof(msg)) < 0) {
+		reply_error(ret, RPC_ERR_INVALID_REQUEST, "%s", msg);
 		return;
 	}
-	for (size_t i = 0; observe_kinds[i]; i++) {
-		known = known || strcmp(kind, observe_kinds[i]) == 0;
-	}
-	if (!known) {
-		reply_error(ret, RPC_ERR_INVALID_REQUEST, "unknown observation kind %.64s", kind);
-		return;
-	}
+	kind = m.kind;
+	data = (json_t *)m.data;
 	if (json_jcs_string(data, SERVICE_MAX_OBSERVE_DATA, &jcs) < 0) {
 		reply_error(ret, RPC_ERR_QUOTA_EXCEEDED, "observation data over 64 KiB (SERVICE_MAX_OBSERVE_DATA)");
 		return;
@@ -2066,6 +2026,33 @@ static int request_digest(const json_t *obj, uint8_t out[SHA256_LEN])
 	return r;
 }
 
+/*
+ * A retry of a request whose reply is no longer in memory (reqs_trim): true
+ * when the store has it, with *ret answered (the first reply, or a conflict).
+ */
+static bool replay_stored(struct service *s, const char *rkey, const uint8_t digest[SHA256_LEN],
+			  struct service_reply *ret)
+{
+	_cleanup_free_ char *resp = NULL;
+	uint8_t stored[SHA256_LEN];
+	int r = store_get_request(s->reader, rkey, stored, &resp);
+
+	if (r == -ENOENT) {
+		return false;
+	}
+	if (r < 0) {
+		reply_error(ret, RPC_ERR_UNAVAILABLE, "could not read the record store (%s): retry", strerror(-r));
+		return true;
+	}
+	if (!crypto_equal(stored, digest, SHA256_LEN)) {
+		reply_error(ret, RPC_ERR_CONFLICT, "request_id reused with a different payload");
+		return true;
+	}
+	ret->body = json_loads(resp, 0, NULL);
+	ret->need = s->next_seq;
+	return true;
+}
+
 void service_handle(struct service *s, const struct caller *c, const struct rpc_request *req, int fd,
 		    struct service_reply *ret)
 {
@@ -2085,14 +2072,16 @@ void service_handle(struct service *s, const struct caller *c, const struct rpc_
 			return;
 		}
 		q = hmap_get(&s->requests, rkey);
-		if (q) {
+		if (q || (s->reqs_dropped && replay_stored(s, rkey, digest, ret))) {
 			/* A retry: the same payload replays the original answer, a different one is a conflict. */
-			if (!crypto_equal(q->digest, digest, SHA256_LEN)) {
+			if (q && !crypto_equal(q->digest, digest, SHA256_LEN)) {
 				reply_error(ret, RPC_ERR_CONFLICT, "request_id reused with a different payload");
 				return;
 			}
-			ret->body = json_loads(q->response, 0, NULL);
-			ret->need = MAX(q->need, s->next_seq);
+			if (q) {
+				ret->body = json_loads(q->response, 0, NULL);
+				ret->need = MAX(q->need, s->next_seq);
+			}
 			if (!ret->body) {
 				reply_error(ret, RPC_ERR_INTERNAL, "stored reply unreadable");
 			}
@@ -2178,5 +2167,6 @@ void service_handle(struct service *s, const struct caller *c, const struct rpc_
 		if (list_push((void ***)&s->req_list, &s->n_reqs, q) < 0 || push_item(s, &it) < 0) {
 			store_item_release(&it);
 		}
+		reqs_trim(s);
 	}
 }

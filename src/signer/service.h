@@ -32,6 +32,14 @@
 #define SERVICE_MAX_BUNDLE ((size_t)512 << 20)
 #define SERVICE_MAX_INLINE_EXPORT ((size_t)8 << 20)
 #define SERVICE_MAX_OBSERVE_DATA ((size_t)64 << 10)
+/*
+ * Idempotent replies (by uid and request_id) kept in memory: the newest
+ * SERVICE_MAX_REQUESTS_KEPT .. twice that. Every one is in the store, in the
+ * same commit as its records; an older one is looked up there.
+ */
+#ifndef SERVICE_MAX_REQUESTS_KEPT /* a test builds the service with a small one (test-signer-requests) */
+#define SERVICE_MAX_REQUESTS_KEPT 32768
+#endif
 
 struct service;
 

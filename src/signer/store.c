@@ -291,15 +291,21 @@ int store_get_record(struct store *s, uint64_t seq, char **ret_line)
 	return r;
 }
 
-int store_foreach_request(struct store *s, store_request_cb cb, void *userdata)
+int store_foreach_request(struct store *s, size_t newest, store_request_cb cb, void *userdata)
 {
 	sqlite3_stmt *st;
 	int rc, r = 0;
 
-	rc = sqlite3_prepare_v2(s->db, "SELECT key, digest, response FROM requests", -1, &st, NULL);
+	/* Rows are never deleted, so rowids grow by one per request: the newest N are the last N rowids. */
+	rc = sqlite3_prepare_v2(s->db,
+				"SELECT key, digest, response FROM requests"
+				" WHERE ?1 = 0 OR rowid > (SELECT COALESCE(MAX(rowid), 0) FROM requests) - ?1"
+				" ORDER BY rowid",
+				-1, &st, NULL);
 	if (rc != SQLITE_OK) {
 		return sqlite_to_errno(rc);
 	}
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)newest);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		const void *d = sqlite3_column_blob(st, 1);
 		if (!d || sqlite3_column_bytes(st, 1) != 32) {
@@ -316,6 +322,39 @@ int store_foreach_request(struct store *s, store_request_cb cb, void *userdata)
 	}
 	sqlite3_finalize(st);
 	return r < 0 ? r : 0;
+}
+
+int store_get_request(struct store *s, const char *key, uint8_t ret_digest[32], char **ret_response)
+{
+	sqlite3_stmt *st;
+	char *resp = NULL;
+	int rc, r;
+
+	rc = sqlite3_prepare_v2(s->db, "SELECT digest, response FROM requests WHERE key = ?", -1, &st, NULL);
+	if (rc != SQLITE_OK) {
+		return sqlite_to_errno(rc);
+	}
+	sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		const void *d = sqlite3_column_blob(st, 0);
+		if (!d || sqlite3_column_bytes(st, 0) != 32) {
+			r = -EBADMSG;
+		} else {
+			memcpy(ret_digest, d, 32);
+			resp = strdup((const char *)sqlite3_column_text(st, 1));
+			r = resp ? 0 : -ENOMEM;
+		}
+	} else if (rc == SQLITE_DONE) {
+		r = -ENOENT;
+	} else {
+		r = sqlite_to_errno(rc);
+	}
+	sqlite3_finalize(st);
+	if (r == 0) {
+		*ret_response = resp;
+	}
+	return r;
 }
 
 int store_checkpoint_at_least(struct store *s, uint64_t min_size, uint64_t *ret_size, char **ret_note)

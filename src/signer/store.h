@@ -64,7 +64,10 @@ _wur_ int store_foreach_run_record(struct store *s, const char *run_key, uint64_
 _wur_ int store_get_record(struct store *s, uint64_t seq, char **ret_line);
 
 typedef int (*store_request_cb)(const char *key, const uint8_t digest[32], const char *response, void *userdata);
-_wur_ int store_foreach_request(struct store *s, store_request_cb cb, void *userdata);
+/* The newest `newest` requests (0: all), oldest first. */
+_wur_ int store_foreach_request(struct store *s, size_t newest, store_request_cb cb, void *userdata);
+/* One request's payload digest and reply by its key "uid:request_id" (-ENOENT). */
+_wur_ int store_get_request(struct store *s, const char *key, uint8_t ret_digest[32], char **ret_response);
 
 /* The largest checkpoint (by size) with size >= min_size (-ENOENT when none). */
 _wur_ int store_checkpoint_at_least(struct store *s, uint64_t min_size, uint64_t *ret_size, char **ret_note);

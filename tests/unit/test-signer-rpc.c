@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The signer's RPC framing and request parsing (src/signer/rpc.c). */
+/* The signer's RPC framing and request parsing (src/signer/rpc.c), its typed messages (src/signer/rpcmsg.c). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,6 +9,8 @@
 #include <cmocka.h>
 
 #include "signer/rpc.h"
+#include "crypto.h"
+#include "signer/rpcmsg.h"
 
 #include "banned.h"
 
@@ -182,13 +184,121 @@ static void test_error_json(void **state)
 	}
 }
 
+/* Decode text as the signer does (parse, then the typed decoder of its method): 0 or -EBADMSG, msg filled. */
+static int decode(const char *text, char *msg, size_t msg_size, json_t **ret_reencoded)
+{
+	struct rpc_request req = { 0 };
+	enum rpc_err e;
+	int r;
+
+	if (rpc_request_parse(text, strlen(text), &req, &e, msg, msg_size) < 0) {
+		return -EINVAL;
+	}
+	if (req.method == RPC_DECIDE) {
+		struct rpc_decide m;
+		r = rpc_decide_decode(req.obj, &m, msg, msg_size);
+		*ret_reencoded = r == 0 ? rpc_decide_encode(&m) : NULL;
+	} else if (req.method == RPC_COMPLETE) {
+		struct rpc_complete m;
+		r = rpc_complete_decode(req.obj, &m, msg, msg_size);
+		*ret_reencoded = r == 0 ? rpc_complete_encode(&m) : NULL;
+	} else {
+		struct rpc_observe m;
+		assert_int_equal(req.method, RPC_OBSERVE);
+		r = rpc_observe_decode(req.obj, &m, msg, msg_size);
+		*ret_reencoded = r == 0 ? rpc_observe_encode(&m) : NULL;
+	}
+	if (r == 0) {
+		/* The key sets are closed: what was decoded encodes back to the same object. */
+		assert_true(json_equal(req.obj, *ret_reencoded));
+	}
+	rpc_request_release(&req);
+	return r;
+}
+
+#define RUN "\"request_id\":\"r\",\"run_id\":\"run-1\",\"run_token\":\"t\""
+#define COMPLETE                                                                                                       \
+	"{\"method\":\"complete\"," RUN ",\"decision_id\":\"d1\",\"args_digest\":\"sha256:0\",\"status\":\"ok\""
+
+/* Each field of the typed messages one past its limit, and the limit itself. */
+static void test_typed_limits(void **state)
+{
+	char line[8192], msg[256], big[4200];
+	json_t *o = NULL;
+
+	assert_int_equal(decode(COMPLETE ",\"exit_code\":255}", msg, sizeof(msg), &o), 0);
+	json_decref(o);
+	assert_int_equal(decode(COMPLETE ",\"exit_code\":256}", msg, sizeof(msg), &o), -EBADMSG);
+	assert_string_equal(msg, "exit_code must be an integer 0..255");
+	assert_int_equal(decode(COMPLETE ",\"signal\":64}", msg, sizeof(msg), &o), 0);
+	json_decref(o);
+	assert_int_equal(decode(COMPLETE ",\"signal\":65}", msg, sizeof(msg), &o), -EBADMSG);
+	assert_string_equal(msg, "signal must be an integer 1..64");
+	assert_int_equal(decode(COMPLETE ",\"signal\":9,\"exit_code\":0}", msg, sizeof(msg), &o), -EBADMSG);
+	assert_int_equal(decode(COMPLETE ",\"stdin_bytes\":9007199254740991,\"stdin_sha256\":\""
+					 "0000000000000000000000000000000000000000000000000000000000000000\"}",
+				msg, sizeof(msg), &o),
+			 0);
+	json_decref(o);
+	assert_int_equal(decode(COMPLETE ",\"stdin_bytes\":1}", msg, sizeof(msg), &o), -EBADMSG);
+	memset(big, 'e', RPC_MAX_ERROR_LEN);
+	big[RPC_MAX_ERROR_LEN] = '\0';
+	snprintf(line, sizeof(line), COMPLETE ",\"error\":\"%s\"}", big);
+	assert_int_equal(decode(line, msg, sizeof(msg), &o), 0);
+	json_decref(o);
+	big[RPC_MAX_ERROR_LEN] = 'e';
+	big[RPC_MAX_ERROR_LEN + 1] = '\0';
+	snprintf(line, sizeof(line), COMPLETE ",\"error\":\"%s\"}", big);
+	assert_int_equal(decode(line, msg, sizeof(msg), &o), -EBADMSG);
+	assert_string_equal(msg, "error must be a string of at most 4096 bytes");
+	memset(big, 'T', RPC_MAX_TOOL_LEN);
+	big[RPC_MAX_TOOL_LEN] = '\0';
+	snprintf(line, sizeof(line),
+		 "{\"method\":\"decide\"," RUN ",\"tool_call_id\":\"c\",\"tool\":\"%s\",\"args\":{},\"attempt\":0}",
+		 big);
+	assert_int_equal(decode(line, msg, sizeof(msg), &o), 0);
+	json_decref(o);
+	big[RPC_MAX_TOOL_LEN] = 'T';
+	big[RPC_MAX_TOOL_LEN + 1] = '\0';
+	snprintf(line, sizeof(line),
+		 "{\"method\":\"decide\"," RUN ",\"tool_call_id\":\"c\",\"tool\":\"%s\",\"args\":{}}", big);
+	assert_int_equal(decode(line, msg, sizeof(msg), &o), -EBADMSG);
+	assert_int_equal(decode("{\"method\":\"decide\"," RUN ",\"tool_call_id\":\"c\",\"tool\":\"B\",\"args\":{},"
+				"\"attempt\":-1}",
+				msg, sizeof(msg), &o),
+			 -EBADMSG);
+	assert_int_equal(
+		decode("{\"method\":\"observe\"," RUN ",\"kind\":\"tkbox.gap\",\"data\":{}}", msg, sizeof(msg), &o), 0);
+	json_decref(o);
+	assert_int_equal(
+		decode("{\"method\":\"observe\"," RUN ",\"kind\":\"tkbox.other\",\"data\":{}}", msg, sizeof(msg), &o),
+		-EBADMSG);
+	assert_string_equal(msg, "unknown observation kind tkbox.other");
+}
+
+/* The one args_digest: sha256 of the JCS of {"tool","args"} (keys sorted, no spaces). */
+static void test_args_digest(void **state)
+{
+	char d[RPC_DIGEST_STRLEN + 1], want[SHA256_HEX_LEN + 1];
+	const char jcs[] = "{\"args\":{\"a\":1,\"b\":[\"x\"]},\"tool\":\"Bash\"}";
+	json_t *args = json_pack("{s:[s],s:i}", "b", "x", "a", 1);
+
+	assert_int_equal(rpc_args_digest("Bash", args, d), 0);
+	assert_int_equal(sha256_hex(jcs, strlen(jcs), want), 0);
+	assert_int_equal(strlen(d), RPC_DIGEST_STRLEN);
+	assert_memory_equal(d, "sha256:", 7);
+	assert_string_equal(d + 7, want);
+	json_decref(args);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_framer_lines),   cmocka_unit_test(test_framer_max),
 		cmocka_unit_test(test_parse_ok),       cmocka_unit_test(test_parse_errors),
 		cmocka_unit_test(test_request_id_max), cmocka_unit_test(test_depth_max),
-		cmocka_unit_test(test_error_json),
+		cmocka_unit_test(test_error_json),     cmocka_unit_test(test_typed_limits),
+		cmocka_unit_test(test_args_digest),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

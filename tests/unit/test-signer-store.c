@@ -137,6 +137,52 @@ static void test_append_only(void **state)
 	sqlite3_close(h);
 }
 
+static int req_cb(const char *key, const uint8_t digest[32], const char *response, void *userdata)
+{
+	char *seen = userdata;
+	size_t n = strlen(seen);
+
+	assert_int_equal(digest[0], (uint8_t)key[2]);
+	assert_true(n + 2 < 16);
+	seen[n] = key[2];
+	seen[n + 1] = '\0';
+	return 0;
+}
+
+/* Idempotent replies: the newest N load oldest first (the service keeps those), any one is found by key. */
+static void test_requests(void **state)
+{
+	struct store *s = NULL;
+	struct store_item items[5];
+	char err[256], seen[16] = "", *resp = NULL;
+	uint8_t digest[32];
+
+	assert_int_equal(store_open(db, true, &s, err, sizeof(err)), 0);
+	for (size_t i = 0; i < 5; i++) {
+		items[i] = (struct store_item){ .kind = STORE_ITEM_REQUEST };
+		assert_true(asprintf(&items[i].key, "0:%c", (char)('a' + i)) > 0);
+		assert_true(asprintf(&items[i].text, "{\"n\":%zu}", i) > 0);
+		memset(items[i].digest, 'a' + (int)i, sizeof(items[i].digest));
+	}
+	assert_int_equal(store_commit(s, items, 5, err, sizeof(err)), 0);
+	release(items, 5);
+	assert_int_equal(store_foreach_request(s, 0, req_cb, seen), 0);
+	assert_string_equal(seen, "abcde");
+	seen[0] = '\0';
+	assert_int_equal(store_foreach_request(s, 2, req_cb, seen), 0);
+	assert_string_equal(seen, "de");
+	seen[0] = '\0';
+	assert_int_equal(store_foreach_request(s, 9, req_cb, seen), 0);
+	assert_string_equal(seen, "abcde");
+	assert_int_equal(store_get_request(s, "0:b", digest, &resp), 0);
+	assert_int_equal(digest[31], 'b');
+	assert_string_equal(resp, "{\"n\":1}");
+	free(resp);
+	assert_int_equal(store_get_request(s, "0:z", digest, &resp), -ENOENT);
+	assert_int_equal(store_get_request(s, "1:b", digest, &resp), -ENOENT);
+	store_close(s);
+}
+
 static void test_wal_mode(void **state)
 {
 	struct store *s = NULL;
@@ -165,6 +211,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_group_commit_is_atomic, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_append_only, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_wal_mode, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_requests, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
