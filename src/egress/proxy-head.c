@@ -1,0 +1,310 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <string.h>
+#include <strings.h>
+
+#include "banned.h"
+#include "egress/proxy-head.h"
+
+/* tchar of RFC 9110 section 5.6.2. */
+static bool tchar(uint8_t c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+	       (c != '\0' && strchr("!#$%&'*+-.^_`|~", c));
+}
+
+/* The head's length with its blank line: 1, 0 for more bytes; a bare CR or LF is refused at once. */
+static int scan_head(const uint8_t *p, size_t n, size_t *ret_len, const char **reason)
+{
+	size_t lim = MIN(n, (size_t)EGRESS_HEAD_MAX);
+
+	for (size_t i = 0; i < lim; i++) {
+		if (p[i] == '\n' && (i == 0 || p[i - 1] != '\r')) {
+			*reason = "a bare LF in the request head (lines end in CRLF)";
+			return -EBADMSG;
+		}
+		if (p[i] == '\r' && i + 1 < n && p[i + 1] != '\n') {
+			*reason = "a bare CR in the request head (lines end in CRLF)";
+			return -EBADMSG;
+		}
+		if (i >= 3 && p[i] == '\n' && p[i - 1] == '\r' && p[i - 2] == '\n' && p[i - 3] == '\r') {
+			*ret_len = i + 1;
+			return 1;
+		}
+	}
+	if (n >= EGRESS_HEAD_MAX) {
+		*reason = "the request head is larger than 32 KiB (EGRESS_HEAD_MAX)";
+		return -E2BIG;
+	}
+	return 0;
+}
+
+static const char *const methods[] = {
+	[EGRESS_METHOD_CONNECT] = "CONNECT", [EGRESS_METHOD_GET] = "GET",	  [EGRESS_METHOD_HEAD] = "HEAD",
+	[EGRESS_METHOD_POST] = "POST",	     [EGRESS_METHOD_PUT] = "PUT",	  [EGRESS_METHOD_DELETE] = "DELETE",
+	[EGRESS_METHOD_PATCH] = "PATCH",     [EGRESS_METHOD_OPTIONS] = "OPTIONS",
+};
+
+static int parse_method(const uint8_t *l, size_t n, enum egress_method *ret)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(methods); i++) {
+		if (strlen(methods[i]) == n && memcmp(l, methods[i], n) == 0) {
+			*ret = (enum egress_method)i;
+			return 0;
+		}
+	}
+	return -EOPNOTSUPP;
+}
+
+/* The reason for a host that did not parse: the cap or rule that refused it. */
+static const char *host_reason(int r, const char *fallback)
+{
+	switch (r) {
+	case -ENAMETOOLONG:
+		return "the host name is longer than 253 bytes or has a label longer than 63 "
+		       "(EGRESS_NAME_MAX, EGRESS_LABEL_MAX)";
+	case -EINVAL:
+		return "an IPv6 zone id (%...) names an interface of this host and is refused";
+	default:
+		return fallback;
+	}
+}
+
+static int parse_target(const char *t, size_t n, struct egress_head *h, const char **reason)
+{
+	size_t off;
+	int r;
+
+	if (h->method == EGRESS_METHOD_CONNECT) {
+		h->kind = EGRESS_REQ_CONNECT;
+		r = egress_authority_parse(t, n, &h->host, &h->port);
+		if (r < 0) {
+			*reason = host_reason(r, "the CONNECT target is not host:port with a valid host name (ASCII or "
+						 "punycode) or IP literal");
+			return -EBADMSG;
+		}
+		if (h->port == 80) {
+			*reason = "CONNECT to port 80 is refused: send plain HTTP as an absolute-form request "
+				  "(set http_proxy so the client sends GET http://host/...)";
+			return -EACCES;
+		}
+		return 0;
+	}
+	h->kind = EGRESS_REQ_ABSOLUTE;
+	r = egress_url_parse(t, n, &h->host, &h->port, &off);
+	if (r == -EPROTONOSUPPORT) {
+		*reason =
+			"an https:// target in absolute form: the client must send CONNECT host:443 (set https_proxy)";
+		return -EBADMSG;
+	}
+	if (r < 0) {
+		*reason = n > 0 && t[0] == '/'
+				  ? "an origin-form target: a proxy request names http://host/path"
+				  : host_reason(r, "the target is not http://host[:port]/path with a "
+						   "valid host (ASCII or punycode), no userinfo, no fragment");
+		return -EBADMSG;
+	}
+	h->path_off = off;
+	h->path_len = n - off;
+	return 0;
+}
+
+static int parse_request_line(const uint8_t *l, size_t n, struct egress_head *h, const char **reason)
+{
+	const uint8_t *sp1 = memchr(l, ' ', n), *sp2;
+	size_t tn;
+	int r;
+
+	sp2 = sp1 ? memchr(sp1 + 1, ' ', n - (size_t)(sp1 - l) - 1) : NULL;
+	if (!sp1 || !sp2 || sp2 == sp1 + 1 || memchr(sp2 + 1, ' ', (size_t)(l + n - sp2 - 1))) {
+		*reason = "the request line is not METHOD SP target SP HTTP/1.1";
+		return -EBADMSG;
+	}
+	if ((size_t)(l + n - sp2 - 1) != 8 || memcmp(sp2 + 1, "HTTP/1.1", 8) != 0) {
+		*reason = "the request is not HTTP/1.1";
+		return -EPROTONOSUPPORT;
+	}
+	r = parse_method(l, (size_t)(sp1 - l), &h->method);
+	if (r < 0) {
+		*reason = "the method is not one of CONNECT, GET, HEAD, POST, PUT, DELETE, PATCH, OPTIONS";
+		return r;
+	}
+	tn = (size_t)(sp2 - sp1 - 1);
+	if (tn > EGRESS_TARGET_MAX) {
+		*reason = "the request target is longer than 8 KiB (EGRESS_TARGET_MAX)";
+		return -E2BIG;
+	}
+	for (size_t i = 0; i < tn; i++) {
+		if (sp1[1 + i] <= 0x20 || sp1[1 + i] >= 0x7f) {
+			*reason = "the request target holds a byte outside printable ASCII";
+			return -EBADMSG;
+		}
+	}
+	r = parse_target((const char *)sp1 + 1, tn, h, reason);
+	if (r == 0 && h->kind == EGRESS_REQ_ABSOLUTE) {
+		h->path_off += (size_t)(sp1 + 1 - l);
+	}
+	return r;
+}
+
+struct hdr_state {
+	unsigned n_cl, n_te, n_host, count;
+	const uint8_t *host;
+	size_t host_len;
+};
+
+/* One "name: value" line: obs-fold, a non-token name and control bytes in the value are refused. */
+static int parse_header(const uint8_t *l, size_t n, struct egress_head *h, struct hdr_state *st, const char **reason)
+{
+	size_t i = 0, vs, ve;
+
+	if (n > 0 && (l[0] == ' ' || l[0] == '\t')) {
+		*reason = "obs-fold (a header line that starts with a space or tab)";
+		return -EBADMSG;
+	}
+	while (i < n && tchar(l[i])) {
+		i++;
+	}
+	if (i == 0 || i == n || l[i] != ':') {
+		*reason = "a header line that is not name: value (a name is a token, with no space before the colon)";
+		return -EBADMSG;
+	}
+	for (vs = i + 1; vs < n && (l[vs] == ' ' || l[vs] == '\t'); vs++) {
+	}
+	for (ve = n; ve > vs && (l[ve - 1] == ' ' || l[ve - 1] == '\t'); ve--) {
+	}
+	for (size_t k = vs; k < ve; k++) {
+		if ((l[k] < 0x20 && l[k] != '\t') || l[k] == 0x7f) {
+			*reason = "a control byte in a header value";
+			return -EBADMSG;
+		}
+	}
+	if (i == 14 && strncasecmp((const char *)l, "content-length", 14) == 0) {
+		st->n_cl++;
+		h->has_length = true;
+		h->content_length = 0;
+		if (ve - vs == 0 || ve - vs > 19) {
+			*reason = "a Content-Length that is not 1 to 19 digits";
+			return -EBADMSG;
+		}
+		for (size_t k = vs; k < ve; k++) {
+			if (l[k] < '0' || l[k] > '9') {
+				*reason = "a Content-Length that is not 1 to 19 digits";
+				return -EBADMSG;
+			}
+			h->content_length = h->content_length * 10 + (uint64_t)(l[k] - '0');
+		}
+	} else if (i == 17 && strncasecmp((const char *)l, "transfer-encoding", 17) == 0) {
+		st->n_te++;
+		h->chunked = ve - vs == 7 && strncasecmp((const char *)l + vs, "chunked", 7) == 0;
+		if (!h->chunked) {
+			*reason = "a Transfer-Encoding other than chunked";
+			return -ENOTSUP;
+		}
+	} else if (i == 4 && strncasecmp((const char *)l, "host", 4) == 0) {
+		st->n_host++;
+		st->host = l + vs;
+		st->host_len = ve - vs;
+	}
+	return 0;
+}
+
+/* The Host header, when present, names the target's host, and its port when it gives one. */
+static int check_host(const struct egress_head *h, const struct hdr_state *st, const char **reason)
+{
+	struct egress_host hh;
+	uint16_t port;
+
+	if (st->n_host > 1) {
+		*reason = "a second Host header";
+		return -EBADMSG;
+	}
+	if (st->n_host == 0) {
+		if (h->kind == EGRESS_REQ_ABSOLUTE) {
+			*reason = "an HTTP/1.1 request without a Host header";
+			return -EBADMSG;
+		}
+		return 0;
+	}
+	if (egress_hostport_parse((const char *)st->host, st->host_len, &hh, &port) < 0 || hh.kind != h->host.kind ||
+	    strcmp(hh.name, h->host.name) != 0 || (port == 0 && h->kind == EGRESS_REQ_ABSOLUTE && h->port != 80) ||
+	    (port != 0 && port != h->port)) {
+		*reason = "the Host header names another host or port than the request target";
+		return -EACCES;
+	}
+	return 0;
+}
+
+static int check_framing(const struct egress_head *h, const struct hdr_state *st, const char **reason)
+{
+	if (st->n_cl > 1) {
+		*reason = "a second Content-Length header";
+		return -EBADMSG;
+	}
+	if (st->n_te > 1) {
+		*reason = "a second Transfer-Encoding header";
+		return -EBADMSG;
+	}
+	if (st->n_cl && st->n_te) {
+		*reason = "Content-Length and Transfer-Encoding together";
+		return -EBADMSG;
+	}
+	if (h->kind == EGRESS_REQ_CONNECT && (st->n_te || (h->has_length && h->content_length != 0))) {
+		*reason = "a CONNECT request with a body";
+		return -EBADMSG;
+	}
+	return check_host(h, st, reason);
+}
+
+int egress_head_parse(const uint8_t *p, size_t n, struct egress_head *ret, const char **ret_reason)
+{
+	struct egress_head h = { 0 };
+	struct hdr_state st = { 0 };
+	const char *reason = "malformed request head";
+	size_t len, pos, eol;
+	int r;
+
+	r = scan_head(p, n, &len, &reason);
+	if (r <= 0) {
+		goto out;
+	}
+	for (pos = 0;; pos = eol + 2) {
+		for (eol = pos; !(p[eol] == '\r' && p[eol + 1] == '\n'); eol++) {
+		}
+		if (eol == pos && pos == 0) {
+			reason = "an empty request line";
+			r = -EBADMSG;
+			goto out;
+		}
+		if (eol == pos) {
+			break; /* the blank line */
+		}
+		if (memchr(p + pos, '\0', eol - pos)) {
+			reason = "a NUL byte in the request head";
+			r = -EBADMSG;
+			goto out;
+		}
+		if (pos == 0) {
+			r = parse_request_line(p, eol, &h, &reason);
+		} else if (++st.count > EGRESS_HEAD_MAX_HEADERS) {
+			reason = "more than 100 header lines (EGRESS_HEAD_MAX_HEADERS)";
+			r = -E2BIG;
+		} else {
+			r = parse_header(p + pos, eol - pos, &h, &st, &reason);
+		}
+		if (r < 0) {
+			goto out;
+		}
+	}
+	r = check_framing(&h, &st, &reason);
+	if (r < 0) {
+		goto out;
+	}
+	h.head_len = len;
+	*ret = h;
+	return 1;
+out:
+	if (r < 0 && ret_reason) {
+		*ret_reason = reason;
+	}
+	return r;
+}

@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef TKBOX_EGRESS_PROXY_HEAD_H
+#define TKBOX_EGRESS_PROXY_HEAD_H
+
+#include "egress/host.h"
+
+/*
+ * The request head a client in the box sends to the proxy, parsed strictly
+ * (RFC 9112) from the bytes received so far. Pure: no I/O, no allocation.
+ *
+ * Accepted: "CONNECT host:port HTTP/1.1" and "METHOD http://host[:port]/path
+ * HTTP/1.1" (GET, HEAD, POST, PUT, DELETE, PATCH, OPTIONS), then header lines
+ * "name: value" CRLF and a blank line. Refused, each with a reason a 400 or
+ * 403 body can show: bare LF or CR, NUL and other control bytes, obs-fold,
+ * a header name that is not a token, Content-Length with Transfer-Encoding, a
+ * second Content-Length or Transfer-Encoding, a Transfer-Encoding other than
+ * "chunked", a CONNECT with a body, a second Host, a Host that names another
+ * host or port than the target, CONNECT to port 80, an origin-form target,
+ * https:// in absolute form, a version other than HTTP/1.1, any other
+ * method. Caps: the head (EGRESS_HEAD_MAX), header lines
+ * (EGRESS_HEAD_MAX_HEADERS), the target (EGRESS_TARGET_MAX).
+ *
+ * The src/daemon/http.c helpers are not reused: they are static to the API's
+ * origin-form subset, which refuses every Transfer-Encoding; the proxy must
+ * take chunked bodies and absolute-form targets.
+ */
+
+#define EGRESS_HEAD_MAX 32768
+#define EGRESS_HEAD_MAX_HEADERS 100
+#define EGRESS_TARGET_MAX 8192
+
+enum egress_method {
+	EGRESS_METHOD_CONNECT = 0,
+	EGRESS_METHOD_GET,
+	EGRESS_METHOD_HEAD,
+	EGRESS_METHOD_POST,
+	EGRESS_METHOD_PUT,
+	EGRESS_METHOD_DELETE,
+	EGRESS_METHOD_PATCH,
+	EGRESS_METHOD_OPTIONS,
+};
+
+struct egress_head {
+	enum egress_req_kind kind;
+	enum egress_method method;
+	struct egress_host host;
+	uint16_t port;
+	size_t path_off, path_len; /* absolute-form: the path and query in the parsed bytes (len 0: "/") */
+	bool has_length;
+	uint64_t content_length;
+	bool chunked;
+	size_t head_len; /* bytes of the head, blank line included */
+};
+
+/*
+ * Parse the head at p[0..n). Returns 1 with *ret filled when the head is
+ * complete, 0 when more bytes are needed (n < EGRESS_HEAD_MAX), or a
+ * negative errno with *ret_reason set to static text naming the rule:
+ * -EBADMSG malformed, -E2BIG past a cap, -EPROTONOSUPPORT version,
+ * -EOPNOTSUPP method, -ENOTSUP Transfer-Encoding, -EACCES a rule of the door
+ * (CONNECT :80, Host differs).
+ */
+_wur_ int egress_head_parse(const uint8_t *p, size_t n, struct egress_head *ret, const char **ret_reason);
+
+#endif
