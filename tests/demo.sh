@@ -22,7 +22,7 @@ step_rc() {
 	printf '(exit %d)\n' $?
 }
 
-for bin in "$TKBOX" "$SIGNER" "$BUILD/tkbox-guest-linux-amd64"; do
+for bin in "$TKBOX" "$BUILD/tkbox-host" "$SIGNER" "$BUILD/tkbox-guest-linux-amd64"; do
 	if [ ! -x "$bin" ]; then
 		echo "demo: $bin is missing: run make build first" >&2
 		exit 1

@@ -11,10 +11,10 @@
 #include "io.h"
 #include "cli/commands.h"
 #include "crypto.h"
+#include "exec-stream.h"
 #include "cli/apiclient.h"
 #include "cli/cliutil.h"
 #include "daemon/door.h"
-#include "daemon/stream.h"
 #include "json.h"
 #include "log.h"
 
@@ -35,15 +35,16 @@ static void on_approval(const char *id)
 		log_quote(id, strlen(id), q), log_quote(id, strlen(id), q));
 }
 
-static int send_frame(int fd, uint8_t type, const void *p, size_t n)
+/* Send one exec stream frame (exec-stream.c encodes it). */
+static int send_frame(int fd, const struct exs_frame *f)
 {
 	struct buf b;
-	int r = buf_init(&b, EXS_MAX_FRAME, 0);
+	int r = buf_init(&b, EXS_MAX_FRAME + FRAME_HEADER_SIZE, 0);
 
 	if (r < 0) {
 		return r;
 	}
-	r = frame_encode(&b, type, p, n);
+	r = exs_encode(f, &b);
 	if (r >= 0) {
 		const uint8_t *q = buf_ptr(&b);
 		size_t left = buf_len(&b);
@@ -98,42 +99,36 @@ struct stream {
 	struct frame_decoder dec;
 	struct buf payload;
 	bool have_exit;
-	int status;
+	struct exit_status exit;
 	unsigned interrupts;
 };
 
 static int on_frame(struct stream *s, uint8_t type)
 {
-	const uint8_t *p = buf_ptr(&s->payload);
-	size_t n = buf_len(&s->payload);
+	struct exs_frame f;
+	int r = exs_decode(EXS_FROM_SUPERVISOR, type, buf_ptr(&s->payload), buf_len(&s->payload), &f);
 
-	switch (type) {
+	if (r < 0) {
+		return -EPROTO;
+	}
+	switch (f.type) {
 	case EXS_STARTED:
 		return 0;
 	case EXS_STDOUT:
-		return io_write_all(1, p, n) < 0 ? 0 : 0; /* a closed stdout does not stop the command */
+		return io_write_all(1, f.data, f.len) < 0 ? 0 : 0; /* a closed stdout does not stop the command */
 	case EXS_STDERR:
-		return io_write_all(2, p, n) < 0 ? 0 : 0;
+		return io_write_all(2, f.data, f.len) < 0 ? 0 : 0;
 	case EXS_EXIT:
-		if (n != 5) {
-			return -EPROTO;
-		}
-		{
-			uint32_t v = ((uint32_t)p[1] << 24) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 8) | p[4];
-			s->status = p[0] == EXS_EXIT_EXITED ? (int)(v & 0xff) : 128 + (int)(v & 0x7f);
-		}
+		s->exit = f.exit;
 		s->have_exit = true;
 		return 0;
 	case EXS_ERROR: {
 		char q[LOG_QUOTE_BUFSIZE];
-		fprintf(stderr, "tkbox exec: %s\n", log_quote(p, n, q));
+		fprintf(stderr, "tkbox exec: %s\n", log_quote(f.data, f.len, q));
 		return 0;
 	}
 	case EXS_CREDIT:
-		if (n != 4) {
-			return -EPROTO;
-		}
-		s->credit += ((uint64_t)p[0] << 24) | ((uint64_t)p[1] << 16) | ((uint64_t)p[2] << 8) | p[3];
+		s->credit += f.credit;
 		return 0;
 	default:
 		return -EPROTO;
@@ -171,7 +166,8 @@ static int pump_stdin(struct stream *s)
 {
 	while (buf_len(&s->pending) > 0 && s->credit > 0) {
 		size_t k = MIN(MIN(buf_len(&s->pending), EXS_MAX_DATA), (size_t)s->credit);
-		int r = send_frame(s->sock, EXS_STDIN, buf_ptr(&s->pending), k);
+		struct exs_frame f = { .type = EXS_STDIN, .data = buf_ptr(&s->pending), .len = k };
+		int r = send_frame(s->sock, &f);
 		if (r < 0) {
 			return r;
 		}
@@ -180,7 +176,7 @@ static int pump_stdin(struct stream *s)
 	}
 	if (s->stdin_eof && buf_len(&s->pending) == 0 && !s->eof_sent) {
 		s->eof_sent = true;
-		return send_frame(s->sock, EXS_STDIN_EOF, NULL, 0);
+		return send_frame(s->sock, &(struct exs_frame){ .type = EXS_STDIN_EOF });
 	}
 	return 0;
 }
@@ -217,11 +213,11 @@ static int run_stream(struct stream *s)
 			struct signalfd_siginfo si;
 			if (read(s->sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
 				/* Ctrl-C interrupts the command in the box; a third one kills it. */
-				uint8_t sig = (uint8_t)si.ssi_signo;
+				struct exs_frame f = { .type = EXS_SIGNAL, .signal = (uint8_t)si.ssi_signo };
 				if (++s->interrupts >= 3) {
-					sig = SIGKILL;
+					f.signal = SIGKILL;
 				}
-				(void)send_frame(s->sock, EXS_SIGNAL, &sig, 1);
+				(void)send_frame(s->sock, &f);
 			}
 		}
 		if (np > 2 && (p[2].revents & (POLLIN | POLLHUP | POLLERR))) {
@@ -463,7 +459,7 @@ int cmd_exec(int argc, char **argv)
 			tk_strerror(r < 0 ? r : -ECONNRESET));
 		goto out;
 	}
-	ret = s.status;
+	ret = exit_status_shell(&s.exit);
 out:
 	apiclient_free(c);
 	buf_release(&s.pending);

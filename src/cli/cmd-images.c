@@ -1,15 +1,19 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "banned.h"
 #include "cli/commands.h"
 #ifdef TKBOX_HAVE_DAEMON
 #include "daemon/daemon.h"
 #endif
+#include "cli/child-confine.h"
 #include "image/image-answer.h"
 #include "image/image.h"
+#include "io.h"
 #include "log.h"
 
 /*
@@ -78,6 +82,61 @@ static void print_result(const struct image_result *res)
 		char q[LOG_QUOTE_BUFSIZE];
 		printf("env %s\n", log_quote(res->env[i], strlen(res->env[i]), q));
 	}
+}
+
+/*
+ * The image child confines itself before it touches any input: writes under
+ * <state>/images only, reads of the system paths and of the files it was
+ * named (a local source, --registry-auth, --registry-ca, SSL_CERT_FILE/DIR),
+ * and network sockets only for a registry reference (SANDBOX_IMAGE_PULL);
+ * a local source gets none (SANDBOX_IMAGE_LOCAL). A confinement that does not
+ * hold is a refusal.
+ */
+static int images_confine(const struct image_opts *o, const char *refstr, struct image_diag *diag)
+{
+	_cleanup_free_ char *cache = NULL, *src = NULL;
+	struct sandbox_report rep = { 0 };
+	struct image_ref ref = { 0 };
+	enum sandbox_profile p = SANDBOX_IMAGE_LOCAL;
+	const char *ro[6] = { 0 };
+	size_t n = 0;
+	int r;
+
+	if (asprintf(&cache, "%s/images", o->state_dir) < 0) {
+		return -ENOMEM;
+	}
+	r = io_mkdir_p(AT_FDCWD, cache, 0700);
+	if (r < 0) {
+		image_diag_set(diag, "cannot create the image cache %s: %s", cache, tk_strerror(r));
+		return r;
+	}
+	/* a reference that does not parse is refused by image_resolve, confined like a local source */
+	if (image_ref_parse(refstr, &ref) >= 0) {
+		if (ref.kind == IMAGE_REF_REGISTRY) {
+			p = SANDBOX_IMAGE_PULL;
+		} else if ((src = realpath(ref.path, NULL))) {
+			ro[n++] = src;
+		}
+		image_ref_release(&ref);
+	}
+	{
+		/* only what exists: a missing file is image_resolve's to report, with its name */
+		const char *files[] = { o->auth_file, o->ca_file, getenv("SSL_CERT_FILE"), getenv("SSL_CERT_DIR") };
+		for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
+			if (files[i] && files[i][0] && access(files[i], R_OK) == 0) {
+				ro[n++] = files[i];
+			}
+		}
+	}
+	r = child_confine(p, cache, ro, &rep);
+	if (r < 0) {
+		image_diag_set(diag,
+			       "the image child could not confine itself (SANDBOX_%s: %s; seccomp %s, no_new_privs "
+			       "%s); tkbox reads no image unconfined",
+			       p == SANDBOX_IMAGE_PULL ? "IMAGE_PULL" : "IMAGE_LOCAL", tk_strerror(r),
+			       rep.seccomp ? "on" : "off", rep.nnp ? "on" : "off");
+	}
+	return r;
 }
 
 int cmd_images(int argc, char **argv)
@@ -191,8 +250,14 @@ int cmd_images(int argc, char **argv)
 			o.progress_fd = STDERR_FILENO;
 		}
 		/* --subprocess: as the daemon resolves (image_answer_exec), to test that path */
-		r = subprocess ? image_answer_exec("/proc/self/exe", &o, argv[optind + 1], &res)
-			       : image_resolve(&o, argv[optind + 1], &res);
+		if (subprocess) {
+			r = image_answer_exec("/proc/self/exe", &o, argv[optind + 1], &res);
+		} else {
+			r = images_confine(&o, argv[optind + 1], &diag);
+			if (r >= 0) {
+				r = image_resolve(&o, argv[optind + 1], &res);
+			}
+		}
 		if (r >= 0 && json) {
 			_cleanup_buf_ struct buf *b = NULL;
 			r = buf_new(IMAGE_ANSWER_MAX_BYTES, 0, &b);

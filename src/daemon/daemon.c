@@ -20,6 +20,8 @@
 #include "strv.h"
 #include "io.h"
 #include "crypto.h"
+#include "daemon/api-proto.h"
+#include "daemon/crossing.h"
 #include "daemon/daemon.h"
 #include "daemon/door.h"
 #include "daemon/events.h"
@@ -27,6 +29,7 @@
 #include "daemon/image-local.h"
 #include "daemon/ipc.h"
 #include "daemon/obsq.h"
+#include "daemon/sandbox.h"
 #include "daemon/signer-link.h"
 #include "daemon/supervisor.h"
 #include "daemon/supmsg.h"
@@ -51,8 +54,8 @@ struct pend {
 	int64_t exec;
 	bool done;
 	bool ok;
-	bool has_exit_code, has_signal; /* exited with exit_code, or killed by signal: never both */
-	int exit_code, signal;
+	bool has_exit; /* it ran to an end: exited with a code, or killed by a signal (never both) */
+	struct exit_status exit;
 	char *error;
 	char *stdin_sha256;
 	int64_t stdin_bytes;
@@ -65,6 +68,7 @@ struct box {
 	enum box_state state;
 	pid_t sup_pid;
 	int sup_fd;
+	struct supmon mon; /* what the daemon and the supervisor may send now (supmsg.h; zeroed: before boot) */
 	char *run_id, *run_token;
 	bool run_closed;
 	char *close_reason;
@@ -149,6 +153,16 @@ static int random_hex(size_t nbytes, char *out)
 		(void)snprintf(out + 2 * i, 3, "%02x", b[i]);
 	}
 	return 0;
+}
+
+static size_t strv_len(char *const *v)
+{
+	size_t n = 0;
+
+	while (v && v[n]) {
+		n++;
+	}
+	return n;
 }
 
 static json_t *strv_json(char *const *v)
@@ -262,12 +276,100 @@ static void box_unlink(struct box *b)
 	g.n_boxes--;
 }
 
+/* A box's events file, appended to (its size counts against the cap). */
+static void box_open_events(struct box *b)
+{
+	_cleanup_free_ char *ep = NULL;
+	struct stat st;
+
+	if (asprintf(&ep, "%s/events.jsonl", b->dir) < 0) {
+		return;
+	}
+	b->events_fd = open(ep, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (b->events_fd >= 0 && fstat(b->events_fd, &st) == 0) {
+		b->events.bytes = (uint64_t)st.st_size;
+	}
+}
+
+static void box_load_fields(struct box *b, const json_t *v, const char *state)
+{
+	const char *s;
+	int64_t i;
+
+	b->state = strcmp(state, "stopped") == 0 ? BOX_STOPPED : strcmp(state, "failed") == 0 ? BOX_FAILED : BOX_LOST;
+	if (json_get_string(v, "run_id", &s) >= 0) {
+		b->run_id = strdup(s);
+	}
+	(void)json_get_bool(v, "run_closed", &b->run_closed);
+	if (json_get_string(v, "close_reason", &s) >= 0) {
+		b->close_reason = strdup(s);
+	}
+	if (json_get_string(v, "image", &s) >= 0) {
+		b->image = strdup(s);
+	}
+	if (json_get_string(v, "image_digest", &s) >= 0) {
+		b->image_digest = strdup(s);
+	}
+	if (json_get_string(v, "accel", &s) >= 0) {
+		(void)snprintf(b->accel, sizeof(b->accel), "%s", s);
+	}
+	if (json_get_string(v, "isolation", &s) >= 0) {
+		(void)snprintf(b->isolation, sizeof(b->isolation), "%s", s);
+	}
+	if (json_get_int(v, "created", &i) >= 0) {
+		b->created_s = i;
+	}
+}
+
+/* One box a previous daemon left in dir/name (caller holds g.lock). -ENOMEM stops the scan. */
+static int load_box(const char *dir, const char *name)
+{
+	_cleanup_free_ char *path = NULL, *text = NULL;
+	_cleanup_json_ json_t *v = NULL;
+	const char *state = NULL;
+	struct box *b;
+	size_t n = 0;
+
+	if (!door_box_name_ok(name) || asprintf(&path, "%s/%s/box.json", dir, name) < 0) {
+		return 0;
+	}
+	/* A longer box.json is cut and then refused by the parser, as before. */
+	if (io_read_file(AT_FDCWD, path, 65535, IO_READ_PREFIX, &text, &n) < 0 ||
+	    json_parse_strict(text, n, NULL, &v) < 0 || json_get_string(v, "state", &state) < 0) {
+		return 0;
+	}
+	b = calloc(1, sizeof(*b));
+	if (!b) {
+		return -ENOMEM;
+	}
+	(void)snprintf(b->name, sizeof(b->name), "%s", name);
+	b->sup_fd = -1;
+	b->events_fd = -1;
+	(void)pthread_cond_init(&b->cond, NULL);
+	if (asprintf(&b->dir, "%s/%s", dir, name) < 0) {
+		free(b);
+		return -ENOMEM;
+	}
+	box_load_fields(b, v, state);
+	box_open_events(b);
+	b->next = g.boxes;
+	g.boxes = b;
+	g.n_boxes++;
+	if (b->state == BOX_LOST) {
+		events_write(b, EV_LIFECYCLE, "box.lost",
+			     json_pack("{s:s}", "detail",
+				       "the daemon that ran this box ended without stopping it; its run stays open"));
+		box_save(b);
+	}
+	return 0;
+}
+
 /* Boxes a previous daemon left: stopped ones stay exportable; running ones are lost. */
 static void load_boxes(void)
 {
 	_cleanup_free_ char *dir = NULL;
-	DIR *d;
 	struct dirent *de;
+	DIR *d;
 
 	if (asprintf(&dir, "%s/boxes", g.o.state_dir) < 0) {
 		return;
@@ -276,79 +378,7 @@ static void load_boxes(void)
 	if (!d) {
 		return;
 	}
-	while ((de = readdir(d))) {
-		_cleanup_free_ char *path = NULL, *text = NULL;
-		_cleanup_json_ json_t *v = NULL;
-		const char *state = NULL, *s;
-		struct box *b;
-		int64_t i;
-		size_t n = 0;
-
-		if (!door_box_name_ok(de->d_name) || asprintf(&path, "%s/%s/box.json", dir, de->d_name) < 0) {
-			continue;
-		}
-		/* A longer box.json is cut and then refused by the parser, as before. */
-		if (io_read_file(AT_FDCWD, path, 65535, IO_READ_PREFIX, &text, &n) < 0 ||
-		    json_parse_strict(text, n, NULL, &v) < 0 || json_get_string(v, "state", &state) < 0) {
-			continue;
-		}
-		b = calloc(1, sizeof(*b));
-		if (!b) {
-			break;
-		}
-		(void)snprintf(b->name, sizeof(b->name), "%s", de->d_name);
-		b->sup_fd = -1;
-		b->events_fd = -1;
-		(void)pthread_cond_init(&b->cond, NULL);
-		if (asprintf(&b->dir, "%s/%s", dir, de->d_name) < 0) {
-			free(b);
-			break;
-		}
-		b->state = strcmp(state, "stopped") == 0  ? BOX_STOPPED
-			   : strcmp(state, "failed") == 0 ? BOX_FAILED
-							  : BOX_LOST;
-		if (json_get_string(v, "run_id", &s) >= 0) {
-			b->run_id = strdup(s);
-		}
-		(void)json_get_bool(v, "run_closed", &b->run_closed);
-		if (json_get_string(v, "close_reason", &s) >= 0) {
-			b->close_reason = strdup(s);
-		}
-		if (json_get_string(v, "image", &s) >= 0) {
-			b->image = strdup(s);
-		}
-		if (json_get_string(v, "image_digest", &s) >= 0) {
-			b->image_digest = strdup(s);
-		}
-		if (json_get_string(v, "accel", &s) >= 0) {
-			(void)snprintf(b->accel, sizeof(b->accel), "%s", s);
-		}
-		if (json_get_string(v, "isolation", &s) >= 0) {
-			(void)snprintf(b->isolation, sizeof(b->isolation), "%s", s);
-		}
-		if (json_get_int(v, "created", &i) >= 0) {
-			b->created_s = i;
-		}
-		{
-			_cleanup_free_ char *ep = NULL;
-			if (asprintf(&ep, "%s/events.jsonl", b->dir) >= 0) {
-				struct stat st;
-				b->events_fd = open(ep, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-				if (b->events_fd >= 0 && fstat(b->events_fd, &st) == 0) {
-					b->events.bytes = (uint64_t)st.st_size;
-				}
-			}
-		}
-		b->next = g.boxes;
-		g.boxes = b;
-		g.n_boxes++;
-		if (b->state == BOX_LOST) {
-			events_write(b, EV_LIFECYCLE, "box.lost",
-				     json_pack("{s:s}", "detail",
-					       "the daemon that ran this box ended without stopping it; "
-					       "its run stays open"));
-			box_save(b);
-		}
+	while ((de = readdir(d)) && load_box(dir, de->d_name) >= 0) {
 	}
 	(void)closedir(d);
 }
@@ -485,14 +515,28 @@ static int find_self(char **ret)
 	return 0;
 }
 
-/* fork + exec `tkbox daemon --supervise` with the socketpair on SUPERVISOR_FD. */
-static int spawn_supervisor(const char *name, pid_t *ret_pid, int *ret_fd)
+/*
+ * fork + exec `tkbox daemon --supervise` with the socketpair on SUPERVISOR_FD.
+ * As root, the box gets a uid of its own (sandbox_box_give: its QEMU starts
+ * under it, the supervisor drops to it once the box is up).
+ */
+static int spawn_supervisor(const struct box *b, pid_t *ret_pid, int *ret_fd)
 {
 	_cleanup_free_ char *self = NULL;
+	_cleanup_(sandbox_env_freep) char **env = NULL;
+	uid_t box_uid = 0;
 	int sv[2], r;
 	pid_t pid;
 
 	r = find_self(&self);
+	if (r >= 0 && geteuid() == 0) {
+		r = sandbox_box_give(b->dir, &box_uid, &env);
+		if (r == -EUSERS) {
+			log_error("box %s: no free uid of the box range (SANDBOX_UID_BASE, %u slots, 64 tried): "
+				  "processes of other users hold them; keep that uid range for tkbox",
+				  b->name, SANDBOX_UID_SLOTS);
+		}
+	}
 	if (r < 0) {
 		return r;
 	}
@@ -508,7 +552,7 @@ static int spawn_supervisor(const char *name, pid_t *ret_pid, int *ret_fd)
 	}
 	if (pid == 0) {
 		/* The box's name is for ps(1) only. */
-		char *argv[] = { "tkbox", "daemon", SUPERVISOR_ARG, (char *)name, NULL };
+		char *argv[] = { "tkbox", "daemon", SUPERVISOR_ARG, (char *)b->name, NULL };
 		sigset_t all;
 		/* Only async-signal-safe calls between fork and exec (the daemon has threads). */
 		(void)sigemptyset(&all);
@@ -517,7 +561,7 @@ static int spawn_supervisor(const char *name, pid_t *ret_pid, int *ret_fd)
 			_exit(127);
 		}
 		(void)setpgid(0, 0); /* a Ctrl-C at the daemon's terminal is the daemon's to handle */
-		(void)execv(self, argv);
+		(void)execve(self, argv, env ? env : environ);
 		_exit(127);
 	}
 	(void)close(sv[1]);
@@ -537,10 +581,6 @@ static void pend_finish_all(struct box *b, const char *why)
 	}
 }
 
-struct reader_arg {
-	struct box *b;
-};
-
 /* Supervisor events that mean the box's agent is gone: the box is stopped and its run says why. */
 static bool box_cut_event(const char *event)
 {
@@ -548,90 +588,63 @@ static bool box_cut_event(const char *event)
 	       strcmp(event, "box.kills_ignored") == 0;
 }
 
-/* One thread per box: reads the supervisor's messages until it exits. */
-static void *reader_thread(void *arg)
+/* One message from the supervisor, allowed by the monitor (caller holds g.lock). */
+static void reader_apply(struct box *b, const struct supmsg *m, bool *stopped_ok)
 {
-	struct box *b = arg;
-	struct buf msg;
-	int fds[IPC_MAX_FDS];
-	size_t nfds;
-	bool stopped_ok = false;
+	switch (m->op) {
+	case SUPMSG_READY:
+		(void)snprintf(b->accel, sizeof(b->accel), "%s", m->accel);
+		(void)snprintf(b->isolation, sizeof(b->isolation), "%s", m->isolation);
+		b->ready_ms = m->ready_ms;
+		b->boot_answered = true;
+		break;
+	case SUPMSG_FAILED:
+		b->boot_error = strdup(m->message);
+		b->boot_answered = true;
+		break;
+	case SUPMSG_DONE:
+		for (struct pend *p = b->pend; p; p = p->next) {
+			if (p->exec == m->exec && !p->done) {
+				p->done = true;
+				p->ok = m->ok;
+				/* Killed by SIGKILL is not exit 137: the two stay apart up to the signer. */
+				p->has_exit = m->has_exit;
+				p->exit = m->exit;
+				p->error = m->error ? strdup(m->error) : NULL;
+				p->stdin_sha256 = m->stdin_sha256 ? strdup(m->stdin_sha256) : NULL;
+				p->stdin_bytes = m->stdin_bytes;
+			}
+		}
+		break;
+	case SUPMSG_EVENT:
+		events_write(b, EV_LIFECYCLE, m->event, m->detail ? json_pack("{s:s}", "detail", m->detail) : NULL);
+		if (!b->cut_reason && box_cut_event(m->event)) {
+			/*
+			 * The box's agent is gone or hostile: the box leaves running now,
+			 * so no exec is decided for it; the supervisor is stopping it.
+			 */
+			b->cut_reason = strdup(m->detail ? m->detail : m->event);
+			if (b->state == BOX_RUNNING || b->state == BOX_CREATING) {
+				b->state = BOX_STOPPING;
+			}
+			box_save(b);
+		}
+		break;
+	case SUPMSG_STOPPED:
+		*stopped_ok = true;
+		free(b->stop_reason);
+		b->stop_reason = strdup(m->reason);
+		break;
+	default:
+		break;
+	}
+}
+
+/* The supervisor is gone: the box stops or fails, its commands end, a failure is recorded and ends the run. */
+static void reader_finish(struct box *b, bool stopped_ok, const char *violation)
+{
 	int status = 0;
 
-	if (buf_init(&msg, SUPMSG_MAX + 1, 0) < 0) {
-		return NULL;
-	}
-	for (;;) {
-		struct supmsg m;
-		int r = ipc_recv(b->sup_fd, &msg, fds, 0, &nfds);
-		if (r < 0) {
-			break;
-		}
-		r = supmsg_parse(buf_ptr(&msg), buf_len(&msg), &m);
-		pthread_mutex_lock(&g.lock);
-		if (r < 0) {
-			/* A supervisor that breaks the protocol is compromised or broken: stop it. */
-			events_write(b, EV_LIFECYCLE, "supervisor.protocol_error",
-				     json_pack("{s:s}", "detail", tk_strerror(r)));
-			pthread_mutex_unlock(&g.lock);
-			(void)kill(b->sup_pid, SIGKILL);
-			break;
-		}
-		switch (m.op) {
-		case SUPMSG_READY:
-			(void)snprintf(b->accel, sizeof(b->accel), "%s", m.accel);
-			(void)snprintf(b->isolation, sizeof(b->isolation), "%s", m.isolation);
-			b->ready_ms = m.ready_ms;
-			b->boot_answered = true;
-			break;
-		case SUPMSG_FAILED:
-			b->boot_error = strdup(m.message);
-			b->boot_answered = true;
-			break;
-		case SUPMSG_DONE:
-			for (struct pend *p = b->pend; p; p = p->next) {
-				if (p->exec == m.exec && !p->done) {
-					p->done = true;
-					p->ok = strcmp(m.status, "ok") == 0;
-					/* Killed by SIGKILL is not exit 137: the two stay apart up to the signer. */
-					p->has_exit_code = m.has_exit_code;
-					p->exit_code = (int)m.exit_code;
-					p->has_signal = m.has_signal;
-					p->signal = (int)m.signal;
-					p->error = m.error ? strdup(m.error) : NULL;
-					p->stdin_sha256 = m.stdin_sha256 ? strdup(m.stdin_sha256) : NULL;
-					p->stdin_bytes = m.stdin_bytes;
-				}
-			}
-			break;
-		case SUPMSG_EVENT:
-			events_write(b, EV_LIFECYCLE, m.event,
-				     m.detail ? json_pack("{s:s}", "detail", m.detail) : NULL);
-			if (!b->cut_reason && box_cut_event(m.event)) {
-				/*
-				 * The box's agent is gone or hostile: the box leaves running now,
-				 * so no exec is decided for it; the supervisor is stopping it.
-				 */
-				b->cut_reason = strdup(m.detail ? m.detail : m.event);
-				if (b->state == BOX_RUNNING || b->state == BOX_CREATING) {
-					b->state = BOX_STOPPING;
-				}
-				box_save(b);
-			}
-			break;
-		case SUPMSG_STOPPED:
-			stopped_ok = true;
-			free(b->stop_reason);
-			b->stop_reason = strdup(m.reason);
-			break;
-		default:
-			break;
-		}
-		pthread_cond_broadcast(&b->cond);
-		pthread_mutex_unlock(&g.lock);
-		supmsg_release(&m);
-	}
-	buf_release(&msg);
 	(void)RETRY_EINTR(waitpid(b->sup_pid, &status, 0));
 
 	pthread_mutex_lock(&g.lock);
@@ -653,9 +666,10 @@ static void *reader_thread(void *arg)
 	pthread_cond_broadcast(&b->cond);
 	pthread_mutex_unlock(&g.lock);
 
-	if (b->state == BOX_FAILED) {
+	if (b->state == BOX_FAILED || violation) {
 		/* The loss is recorded, then the run is closed: a failure ends the run. */
-		box_gap(b, "supervisor", "the box's supervisor exited unexpectedly; the box was stopped", 1);
+		box_gap(b, "supervisor",
+			violation ? violation : "the box's supervisor exited unexpectedly; the box was stopped", 1);
 		box_close_run(b, "failure: the box's supervisor exited");
 	} else if (b->cut_reason) {
 		/* Why the host cut the box off is in its record: a gap (nothing the agent did after is seen), then the close. */
@@ -671,24 +685,68 @@ static void *reader_thread(void *arg)
 	b->reader_done = true; /* from here on nothing of this thread touches b: rm may free it */
 	pthread_cond_broadcast(&b->cond);
 	pthread_mutex_unlock(&g.lock);
+}
+
+/* One thread per box: reads the supervisor's messages until it exits. */
+static void *reader_thread(void *arg)
+{
+	struct box *b = arg;
+	struct buf msg;
+	int fds[IPC_MAX_FDS];
+	size_t nfds;
+	bool stopped_ok = false;
+	_cleanup_free_ char *violation = NULL; /* the supervisor broke the protocol: how */
+
+	if (buf_init(&msg, SUPMSG_MAX + 1, 0) < 0) {
+		return NULL;
+	}
+	for (;;) {
+		struct supmsg m;
+		const char *why = NULL;
+		int r = ipc_recv(b->sup_fd, &msg, fds, 0, &nfds);
+		if (r < 0) {
+			break;
+		}
+		pthread_mutex_lock(&g.lock);
+		/* The one decoder and the monitor's table: the message must be well formed and allowed now. */
+		r = supmon_receive(&b->mon, buf_ptr(&msg), buf_len(&msg), &m, &why);
+		if (r < 0) {
+			/* A supervisor that breaks the protocol is compromised or broken: stop it, and the run says why. */
+			if (asprintf(&violation,
+				     "the box's supervisor broke its protocol (%s), so it was killed and the box "
+				     "stopped",
+				     why ? why : tk_strerror(r)) < 0) {
+				violation = NULL;
+			}
+			events_write(b, EV_LIFECYCLE, "supervisor.protocol_error",
+				     json_pack("{s:s}", "detail", why ? why : tk_strerror(r)));
+			pthread_mutex_unlock(&g.lock);
+			(void)kill(b->sup_pid, SIGKILL);
+			break;
+		}
+		reader_apply(b, &m, &stopped_ok);
+		pthread_cond_broadcast(&b->cond);
+		pthread_mutex_unlock(&g.lock);
+		supmsg_release(&m);
+	}
+	buf_release(&msg);
+	reader_finish(b, stopped_ok, violation);
 	return NULL;
 }
 
 /* Caller holds g.lock. */
 static void box_stop_async(struct box *b, const char *reason)
 {
-	json_t *m;
+	struct supmsg m = { .op = SUPMSG_STOP };
 
 	if (b->state != BOX_RUNNING || b->sup_fd < 0) {
 		return;
 	}
 	b->state = BOX_STOPPING;
 	b->stop_requested = true;
-	m = json_pack("{s:s}", "op", "stop");
-	if (!m || ipc_send(b->sup_fd, m, NULL, 0) < 0) {
+	if (ipc_send_msg(b->sup_fd, &b->mon, SUPMSG_TO_SUPERVISOR, &m, NULL, NULL) < 0) {
 		(void)kill(b->sup_pid, SIGKILL);
 	}
-	json_decref(m);
 	events_write(b, EV_LIFECYCLE, "box.stopping", json_pack("{s:s}", "reason", reason));
 }
 
@@ -847,6 +905,12 @@ static void respond_error(int fd, int status, const char *code, json_t *extra, c
 	respond_json(fd, status, json_pack("{s:o}", "error", e));
 }
 
+/* The API's refusal of a request (api-proto's or the door's). */
+static void respond_api_error(struct conn *c, const struct api_error *e)
+{
+	respond_error(c->fd, e->status, e->code, NULL, "%s", e->message);
+}
+
 static json_t *box_json(const struct box *b)
 {
 	json_t *v = json_pack("{s:s,s:s,s:s?,s:b,s:s?,s:s?,s:I,s:I}", "name", b->name, "state", state_names[b->state],
@@ -855,6 +919,10 @@ static json_t *box_json(const struct box *b)
 	if (v && b->accel[0]) {
 		(void)json_object_set_new(v, "accel", json_string(b->accel));
 		(void)json_object_set_new(v, "isolation", json_string(b->isolation));
+	}
+	if (v && b->state == BOX_RUNNING && b->sup_pid > 0) {
+		(void)json_object_set_new(v, "supervisor_pid", json_integer(b->sup_pid));
+		(void)json_object_set_new(v, "supervisor_isolation", sandbox_observe_json(b->sup_pid));
 	}
 	if (v && b->close_reason) {
 		(void)json_object_set_new(v, "close_reason", json_string(b->close_reason));
@@ -870,66 +938,6 @@ static json_t *box_json(const struct box *b)
 						    "exec_timeout_s", (json_int_t)b->exec_timeout_s));
 	}
 	return v;
-}
-
-static int parse_body(struct conn *c, json_t **ret)
-{
-	struct json_opts o = { .max_bytes = HTTP_MAX_BODY, .max_depth = 8, .want_top = JSON_OBJECT };
-
-	if (buf_len(&c->body) == 0) {
-		*ret = json_object();
-		return *ret ? 0 : -ENOMEM;
-	}
-	return json_parse_strict(buf_ptr(&c->body), buf_len(&c->body), &o, ret);
-}
-
-/* A list of strings from a JSON array member (absent: empty). */
-static int get_strv(const json_t *o, const char *key, size_t max, char ***ret)
-{
-	json_t *a = json_object_get(o, key);
-	char **v;
-	size_t n;
-
-	if (!a) {
-		*ret = calloc(1, sizeof(char *));
-		return *ret ? 0 : -ENOMEM;
-	}
-	if (!json_is_array(a)) {
-		return -EBADMSG;
-	}
-	n = json_array_size(a);
-	if (n > max) {
-		return -E2BIG;
-	}
-	v = calloc(n + 1, sizeof(*v));
-	if (!v) {
-		return -ENOMEM;
-	}
-	for (size_t i = 0; i < n; i++) {
-		const char *s = json_string_value(json_array_get(a, i));
-		if (!s || strlen(s) > DOOR_MAX_WORD || !(v[i] = strdup(s))) {
-			strv_free(v);
-			return s ? -E2BIG : -EBADMSG;
-		}
-	}
-	*ret = v;
-	return 0;
-}
-
-static int get_uint(const json_t *o, const char *key, unsigned min, unsigned max, unsigned def, unsigned *ret)
-{
-	int64_t v;
-	int r = json_get_int(o, key, &v);
-
-	if (r == -ENOENT) {
-		*ret = def;
-		return 0;
-	}
-	if (r < 0 || v < min || v > max) {
-		return -ERANGE;
-	}
-	*ret = (unsigned)v;
-	return 0;
 }
 
 /* ------------------------------------------------------------ create a box */
@@ -1009,123 +1017,42 @@ static int build_box_env(char **user, char ***ret)
 	return 0;
 }
 
-/*
- * An optional short string option of POST /v1/boxes: a platform
- * (linux/amd64|linux/arm64) or an absolute path. Absent is fine (*ret
- * untouched); anything malformed is -EINVAL.
- */
-static int get_opt_text(const json_t *req, const char *key, bool is_path, const char **ret)
+/* A new box from a decoded request: its name, limits and env (not yet registered). -EIO: no randomness. */
+static int box_new(const struct api_create_req *q, struct box **ret)
 {
-	const char *s;
-	int r = json_get_string(req, key, &s);
+	char gen[16] = "box-";
+	struct box *b;
 
-	if (r == -ENOENT) {
-		return 0;
-	}
-	if (r < 0) {
-		return -EINVAL;
-	}
-	if (is_path ? (s[0] != '/' || strlen(s) > DAEMON_MAX_OPT_PATH)
-		    : (strcmp(s, "linux/amd64") != 0 && strcmp(s, "linux/arm64") != 0)) {
-		return -EINVAL;
-	}
-	*ret = s;
-	return 0;
-}
-
-static void api_create(struct conn *c)
-{
-	_cleanup_json_ json_t *req = NULL;
-	_cleanup_(strv_freep) char **uenv = NULL;
-	struct local_image img = { 0 }, ws = { 0 };
-	struct local_image_opts iopts = { 0 };
-	const char *image = NULL, *name = NULL, *workspace = NULL;
-	char gen[16], err[1024] = "", run_id[128];
-	struct box *b = NULL;
-	struct timespec until;
-	json_t *reply = NULL, *boot = NULL;
-	int r;
-
-	if (parse_body(c, &req) < 0 ||
-	    json_only_keys(req, (const char *const[]){ "image", "name", "workspace", "env", "memory_mib", "cpus",
-						       "timeout_s", "exec_timeout_s", "disk_mib", "platform",
-						       "registry_auth", "registry_ca", NULL }) < 0) {
-		respond_error(c->fd, 400, "bad_request", NULL,
-			      "the request body must be a JSON object of known fields");
-		return;
-	}
-	if (json_get_string(req, "image", &image) < 0 || !*image) {
-		respond_error(c->fd, 400, "bad_request", NULL, "--image is required");
-		return;
-	}
-	if (json_get_string(req, "name", &name) < 0) {
-		if (random_hex(3, gen + 4) < 0) {
-			respond_error(c->fd, 500, "internal", NULL, "no randomness");
-			return;
-		}
-		memcpy(gen, "box-", 4);
-		name = gen;
-	}
-	if (!door_box_name_ok(name)) {
-		respond_error(c->fd, 400, "bad_request", NULL,
-			      "a box name is 1-63 of [A-Za-z0-9._-], starting with a letter or digit");
-		return;
-	}
-	if (json_get_string(req, "workspace", &workspace) < 0) {
-		workspace = NULL;
-	}
-	/* Image resolution options: the files are read by the `tkbox images` child, as absolute paths. */
-	if (get_opt_text(req, "platform", false, &iopts.platform) < 0 ||
-	    get_opt_text(req, "registry_auth", true, &iopts.auth_file) < 0 ||
-	    get_opt_text(req, "registry_ca", true, &iopts.ca_file) < 0) {
-		respond_error(c->fd, 400, "bad_request", NULL,
-			      "--platform is linux/amd64 or linux/arm64; --registry-auth and --registry-ca take "
-			      "absolute paths");
-		return;
-	}
-	r = get_strv(req, "env", DAEMON_MAX_BOX_ENV, &uenv);
-	for (char **e = uenv; r >= 0 && e && *e; e++) {
-		const char *why;
-		r = door_env_check(*e, &why);
-		if (r == -EPERM) {
-			r = 0; /* the box's own env is set by its owner and recorded in tkbox.box; only the syntax is checked */
-		}
-	}
-	if (r < 0) {
-		respond_error(c->fd, 400, "bad_request", NULL, "--env takes NAME=VALUE entries (at most %d)",
-			      DAEMON_MAX_BOX_ENV);
-		return;
+	if (!q->name && random_hex(3, gen + 4) < 0) {
+		return -EIO;
 	}
 	b = calloc(1, sizeof(*b));
 	if (!b) {
-		respond_error(c->fd, 500, "internal", NULL, "out of memory");
-		return;
+		return -ENOMEM;
 	}
 	b->sup_fd = -1;
 	b->events_fd = -1;
 	b->sup_pid = -1;
 	(void)pthread_cond_init(&b->cond, NULL);
-	(void)snprintf(b->name, sizeof(b->name), "%s", name);
-	if (get_uint(req, "cpus", 1, 64, DAEMON_DEFAULT_VCPUS, &b->vcpus) < 0 ||
-	    get_uint(req, "memory_mib", 128, 256 * 1024, DAEMON_DEFAULT_MEM_MIB, &b->mem_mib) < 0 ||
-	    get_uint(req, "disk_mib", 64, DAEMON_MAX_DISK_MIB, DAEMON_DEFAULT_DISK_MIB, &b->disk_mib) < 0 ||
-	    get_uint(req, "timeout_s", 1, DAEMON_MAX_LIFETIME_S, DAEMON_DEFAULT_LIFETIME_S, &b->lifetime_s) < 0 ||
-	    get_uint(req, "exec_timeout_s", 1, DAEMON_MAX_LIFETIME_S, DAEMON_DEFAULT_EXEC_TIMEOUT_S,
-		     &b->exec_timeout_s) < 0) {
-		respond_error(c->fd, 400, "bad_request", NULL,
-			      "out of range: --cpus 1..64, --memory 128 MiB..256 GiB, --disk 64 MiB..1 TiB, --timeout "
-			      "1 s..7 days");
+	(void)snprintf(b->name, sizeof(b->name), "%s", q->name ? q->name : gen);
+	b->vcpus = q->cpus;
+	b->mem_mib = q->memory_mib;
+	b->disk_mib = q->disk_mib;
+	b->lifetime_s = q->timeout_s;
+	b->exec_timeout_s = q->exec_timeout_s;
+	if (build_box_env(q->env, &b->env) < 0 || asprintf(&b->dir, "%s/boxes/%s", g.o.state_dir, b->name) < 0) {
 		box_free(b);
-		return;
+		return -ENOMEM;
 	}
-	r = build_box_env(uenv, &b->env);
-	if (r < 0 || asprintf(&b->dir, "%s/boxes/%s", g.o.state_dir, b->name) < 0) {
-		respond_error(c->fd, 500, "internal", NULL, "out of memory");
-		box_free(b);
-		return;
-	}
+	*ret = b;
+	return 0;
+}
 
-	/* Reserve the name and a slot. */
+/* Reserve the name and a slot; on a refusal the client is told and b freed. */
+static int box_reserve(struct conn *c, struct box *b)
+{
+	int r = 0;
+
 	pthread_mutex_lock(&g.lock);
 	if (g.shutting_down) {
 		r = -ESHUTDOWN;
@@ -1139,170 +1066,210 @@ static void api_create(struct conn *c)
 		b->next = g.boxes;
 		g.boxes = b;
 		g.n_boxes++;
-		r = 0;
 	}
 	pthread_mutex_unlock(&g.lock);
 	if (r == -EEXIST) {
 		respond_error(c->fd, 409, "exists", NULL, "a box named %s exists (tkbox rm %s, or pick another --name)",
 			      b->name, b->name);
+	} else if (r == -EUSERS) {
+		respond_error(c->fd, 429, "too_many_boxes", NULL,
+			      "the daemon runs %u boxes already (the limit; tkbox rm one, or start the daemon with "
+			      "--max-boxes)",
+			      g.o.max_boxes);
+	} else if (r < 0) {
+		respond_error(c->fd, 503, "shutting_down", NULL, "the daemon is shutting down");
+	}
+	if (r < 0) {
 		box_free(b);
-		return;
+	}
+	return r;
+}
+
+/* Directory, events file; a box directory a removed box left is reused. */
+static int box_make_dir(struct box *b, char *err, size_t err_size)
+{
+	_cleanup_free_ char *boxes = NULL, *ep = NULL;
+	int r;
+
+	if (asprintf(&boxes, "%s/boxes", g.o.state_dir) < 0 || asprintf(&ep, "%s/events.jsonl", b->dir) < 0) {
+		r = -ENOMEM;
+	} else {
+		(void)mkdir(boxes, 0700);
+		r = mkdir(b->dir, 0700) < 0 && errno != EEXIST ? negative_errno() : 0;
+		if (r >= 0) {
+			b->events_fd = open(ep, O_WRONLY | O_APPEND | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+			r = b->events_fd < 0 ? negative_errno() : 0;
+		}
 	}
 	if (r < 0) {
-		if (r == -EUSERS) {
-			respond_error(
-				c->fd, 429, "too_many_boxes", NULL,
-				"the daemon runs %u boxes already (the limit; tkbox rm one, or start the daemon with "
-				"--max-boxes)",
-				g.o.max_boxes);
-		} else {
-			respond_error(c->fd, 503, "shutting_down", NULL, "the daemon is shutting down");
-		}
-		box_free(b);
-		return;
+		(void)snprintf(err, err_size, "creating the box directory %s: %s", b->dir, tk_strerror(r));
 	}
+	return r;
+}
 
-	/* Directory, events file; a box directory a removed box left is reused. */
-	{
-		_cleanup_free_ char *boxes = NULL, *ep = NULL;
-		if (asprintf(&boxes, "%s/boxes", g.o.state_dir) < 0 || asprintf(&ep, "%s/events.jsonl", b->dir) < 0) {
-			r = -ENOMEM;
-		} else {
-			(void)mkdir(boxes, 0700);
-			r = mkdir(b->dir, 0700) < 0 && errno != EEXIST ? negative_errno() : 0;
-			if (r >= 0) {
-				b->events_fd = open(
-					ep, O_WRONLY | O_APPEND | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-				r = b->events_fd < 0 ? negative_errno() : 0;
-			}
+/* The image's own Env comes first; the defaults and --env override it. */
+static int box_merge_image_env(struct box *b, char *const *img_env)
+{
+	size_t ni = strv_len(img_env), nb = strv_len(b->env), k = 0;
+	char **merged = calloc(ni + nb + 1, sizeof(char *));
+
+	if (!merged) {
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < ni; i++) {
+		size_t kl = strcspn(img_env[i], "=") + 1;
+		bool over = false;
+		for (size_t j = 0; j < nb; j++) {
+			over = over || strncmp(b->env[j], img_env[i], kl) == 0;
 		}
-		if (r < 0) {
-			(void)snprintf(err, sizeof(err), "creating the box directory %s: %s", b->dir, tk_strerror(r));
-			goto fail;
+		if (!over && !(merged[k++] = strdup(img_env[i]))) {
+			strv_free(merged);
+			return -ENOMEM;
 		}
 	}
+	memcpy(merged + k, b->env, nb * sizeof(char *));
+	free(b->env);
+	b->env = merged;
+	return 0;
+}
 
-	r = image_local_resolve(g.o.state_dir, image, 1024, &iopts, &img, err, sizeof(err));
-	if (r >= 0 && workspace) {
-		r = workspace_local_resolve(g.o.state_dir, workspace, b->dir, &ws, err, sizeof(err));
+/* The image and workspace the box boots (resolved, built or pulled as needed). */
+static int box_resolve(struct box *b, const struct api_create_req *q, struct local_image *img, struct local_image *ws,
+		       char *err, size_t err_size)
+{
+	/* Image resolution options: the files are read by the `tkbox images` child, as absolute paths. */
+	struct local_image_opts iopts = { .platform = q->platform,
+					  .auth_file = q->registry_auth,
+					  .ca_file = q->registry_ca };
+	int r = image_local_resolve(g.o.state_dir, q->image, 1024, &iopts, img, err, err_size);
+
+	if (r >= 0 && q->workspace) {
+		r = workspace_local_resolve(g.o.state_dir, q->workspace, b->dir, ws, err, err_size);
+	}
+	if (r >= 0 && img->env) {
+		r = box_merge_image_env(b, img->env);
 	}
 	if (r < 0) {
-		goto fail;
+		return r;
 	}
-	if (img.env) {
-		/* The image's own Env comes first; the defaults and --env override it. */
-		char **merged = NULL;
-		size_t ni = 0, nb = 0;
-		while (img.env[ni]) {
-			ni++;
-		}
-		while (b->env[nb]) {
-			nb++;
-		}
-		merged = calloc(ni + nb + 1, sizeof(char *));
-		if (!merged) {
-			r = -ENOMEM;
-			goto fail;
-		}
-		{
-			size_t k = 0;
-			for (size_t i = 0; i < ni; i++) {
-				size_t kl = strcspn(img.env[i], "=") + 1;
-				bool over = false;
-				for (size_t j = 0; j < nb; j++) {
-					over = over || strncmp(b->env[j], img.env[i], kl) == 0;
-				}
-				if (!over && !(merged[k++] = strdup(img.env[i]))) {
-					strv_free(merged);
-					r = -ENOMEM;
-					goto fail;
-				}
-			}
-			memcpy(merged + k, b->env, nb * sizeof(char *));
-		}
-		free(b->env);
-		b->env = merged;
-	}
-	b->image = strdup(img.source);
-	b->image_digest = strdup(img.digest);
-	b->workspace = ws.source ? strdup(ws.source) : NULL;
-	b->workdir = img.working_dir && img.working_dir[0] == '/' ? strdup(img.working_dir) : NULL;
-	b->image_user = img.user ? strdup(img.user) : NULL;
-	b->image_from_cache = img.from_cache;
+	b->image = strdup(img->source);
+	b->image_digest = strdup(img->digest);
+	b->workspace = ws->source ? strdup(ws->source) : NULL;
+	b->workdir = img->working_dir && img->working_dir[0] == '/' ? strdup(img->working_dir) : NULL;
+	b->image_user = img->user ? strdup(img->user) : NULL;
+	b->image_from_cache = img->from_cache;
+	return 0;
+}
 
-	/* The run first: nothing boots that is not recorded. */
-	if (!g.o.unrecorded) {
-		char rnd[9];
-		(void)random_hex(4, rnd);
-		(void)snprintf(run_id, sizeof(run_id), "tkbox-%s-%s", b->name, rnd);
-		r = signer_link_once(
-			signer_link_request_id(json_pack("{s:s,s:{s:s,s:s},s:s}", "method", "register_run", "agent",
-							 "name", "tkbox", "version", TKBOX_VERSION, "run_id", run_id)),
-			&reply, err, sizeof(err));
-		if (r < 0) {
-			goto fail;
-		}
-		{
-			const char *rid, *tok;
-			if (json_get_string(reply, "run_id", &rid) < 0 ||
-			    json_get_string(reply, "run_token", &tok) < 0) {
-				(void)snprintf(err, sizeof(err),
-					       "the signer's register_run reply has no run_id/run_token");
-				r = -EPROTO;
-				goto fail;
-			}
-			pthread_mutex_lock(&g.lock);
-			b->run_id = strdup(rid);
-			b->run_token = strdup(tok);
-			pthread_mutex_unlock(&g.lock);
-		}
-		json_decref(reply);
-		reply = NULL;
-	}
+/* The run first: nothing boots that is not recorded. */
+static int box_register_run(struct box *b, char *err, size_t err_size)
+{
+	_cleanup_json_ json_t *reply = NULL;
+	const char *rid, *tok;
+	char rnd[9], run_id[128];
+	int r;
 
-	r = spawn_supervisor(b->name, &b->sup_pid, &b->sup_fd);
+	if (g.o.unrecorded) {
+		return 0;
+	}
+	(void)random_hex(4, rnd);
+	(void)snprintf(run_id, sizeof(run_id), "tkbox-%s-%s", b->name, rnd);
+	r = signer_link_once(
+		signer_link_request_id(json_pack("{s:s,s:{s:s,s:s},s:s}", "method", "register_run", "agent", "name",
+						 "tkbox", "version", TKBOX_VERSION, "run_id", run_id)),
+		&reply, err, err_size);
 	if (r < 0) {
-		(void)snprintf(err, sizeof(err), "starting the box's supervisor: %s", tk_strerror(r));
-		goto fail;
+		return r;
 	}
-	{
-		pthread_t t;
-		pthread_attr_t a;
-		(void)pthread_attr_init(&a);
-		(void)pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-		if (pthread_create(&t, &a, reader_thread, b) != 0) {
-			(void)kill(b->sup_pid, SIGKILL);
-			(void)waitpid(b->sup_pid, NULL, 0);
-			(void)close(b->sup_fd);
-			b->sup_fd = -1;
-			b->sup_pid = -1; /* no reader thread to wait for */
-			(void)snprintf(err, sizeof(err), "no thread for the box");
-			r = -EAGAIN;
-			(void)pthread_attr_destroy(&a);
-			goto fail;
-		}
-		(void)pthread_attr_destroy(&a);
+	if (json_get_string(reply, "run_id", &rid) < 0 || json_get_string(reply, "run_token", &tok) < 0) {
+		(void)snprintf(err, err_size, "the signer's register_run reply has no run_id/run_token");
+		return -EPROTO;
 	}
-	boot = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:I,s:I,s:I,s:o,s:I}", "op", "boot", "box_id", b->name, "rootfs",
-			 img.path, "state_dir", g.o.state_dir, "guest", g.guest_bin, "accel", g.o.accel, "vcpus",
-			 (json_int_t)b->vcpus, "mem_mib", (json_int_t)b->mem_mib, "scratch_mib",
-			 (json_int_t)b->disk_mib, "env", strv_json(b->env), "lifetime_s", (json_int_t)b->lifetime_s);
-	if (boot && ws.path) {
-		(void)json_object_set_new(boot, "workspace", json_string(ws.path));
+	pthread_mutex_lock(&g.lock);
+	b->run_id = strdup(rid);
+	b->run_token = strdup(tok);
+	pthread_mutex_unlock(&g.lock);
+	return 0;
+}
+
+/* The box's supervisor and the thread that reads it. */
+static int box_start_supervisor(struct box *b, char *err, size_t err_size)
+{
+	pthread_t t;
+	pthread_attr_t a;
+	int r = spawn_supervisor(b, &b->sup_pid, &b->sup_fd);
+
+	if (r == -EUSERS) {
+		(void)snprintf(err, err_size,
+			       "no free box uid: 64 random tries in the range %#x..%#x all found a running process "
+			       "(SANDBOX_UID_SLOTS); stop boxes or other processes of that range, then retry",
+			       SANDBOX_UID_BASE, SANDBOX_UID_BASE + SANDBOX_UID_SLOTS - 1);
+		return r;
 	}
+	if (r < 0) {
+		(void)snprintf(err, err_size, "starting the box's supervisor: %s", tk_strerror(r));
+		return r;
+	}
+	(void)pthread_attr_init(&a);
+	(void)pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&t, &a, reader_thread, b) != 0) {
+		(void)kill(b->sup_pid, SIGKILL);
+		(void)waitpid(b->sup_pid, NULL, 0);
+		(void)close(b->sup_fd);
+		b->sup_fd = -1;
+		b->sup_pid = -1; /* no reader thread to wait for */
+		(void)snprintf(err, err_size, "no thread for the box");
+		r = -EAGAIN;
+	}
+	(void)pthread_attr_destroy(&a);
+	return r;
+}
+
+/* The boot request to the supervisor, through the monitor (the reader checks its answer against the same state). */
+static int box_send_boot(struct box *b, const struct local_image *img, const struct local_image *ws)
+{
 	/* What the box printed stays in its state until tkbox rm (the supervisor copies it when the VM is gone). */
-	if (boot) {
-		_cleanup_free_ char *console = NULL;
-		if (asprintf(&console, "%s/console.log", b->dir) >= 0) {
-			(void)json_object_set_new(boot, "console_keep", json_string(console));
-		}
+	_cleanup_free_ char *console = NULL;
+	struct supmsg m = { .op = SUPMSG_BOOT,
+			    .box_id = b->name,
+			    .rootfs = img->path,
+			    .workspace = ws->path,
+			    .state_dir = (char *)g.o.state_dir,
+			    .guest = g.guest_bin,
+			    .accel = (char *)g.o.accel,
+			    .vcpus = b->vcpus,
+			    .mem_mib = b->mem_mib,
+			    .scratch_mib = b->disk_mib,
+			    .env = b->env,
+			    .envc = strv_len(b->env),
+			    .lifetime_s = b->lifetime_s };
+	int r;
+
+	if (g.o.kernel && g.o.modules_dir) {
+		m.kernel = (char *)g.o.kernel;
+		m.modules = (char *)g.o.modules_dir;
 	}
-	if (boot && g.o.kernel && g.o.modules_dir) {
-		(void)json_object_set_new(boot, "kernel", json_string(g.o.kernel));
-		(void)json_object_set_new(boot, "modules", json_string(g.o.modules_dir));
+	if (asprintf(&console, "%s/console.log", b->dir) < 0) {
+		console = NULL;
+		return -ENOMEM;
 	}
-	r = boot ? ipc_send(b->sup_fd, boot, NULL, 0) : -ENOMEM;
-	json_decref(boot);
+	m.console_keep = console;
+	pthread_mutex_lock(&g.lock);
+	r = ipc_send_msg(b->sup_fd, &b->mon, SUPMSG_TO_SUPERVISOR, &m, NULL, NULL);
+	pthread_mutex_unlock(&g.lock);
+	return r;
+}
+
+/*
+ * Boot and wait for the supervisor's answer: 0 running; -ECONNRESET when the
+ * agent was lost right after boot (err: why); else err says why it failed.
+ */
+static int box_boot(struct box *b, const struct local_image *img, const struct local_image *ws, char *err,
+		    size_t err_size)
+{
+	struct timespec until;
+	int r = box_send_boot(b, img, ws);
+
 	pthread_mutex_lock(&g.lock);
 	events_write(b, EV_LIFECYCLE, "box.creating",
 		     json_pack("{s:s,s:s,s:s?,s:b,s:s?,s:s?}", "image", b->image, "image_digest", b->image_digest,
@@ -1317,65 +1284,54 @@ static void api_create(struct conn *c)
 		}
 	}
 	if (r < 0 || b->boot_error) {
-		(void)snprintf(err, sizeof(err), "%s",
+		(void)snprintf(err, err_size, "%s",
 			       b->boot_error ? b->boot_error : "the box's supervisor did not take the boot request");
-		pthread_mutex_unlock(&g.lock);
 		r = -EIO;
-		goto fail;
-	}
-	if (b->cut_reason) {
+	} else if (b->cut_reason) {
 		/* Its agent was lost right after boot: never reported running (the reader thread records why). */
-		(void)snprintf(err, sizeof(err), "%s", b->cut_reason);
-		pthread_mutex_unlock(&g.lock);
-		log_warn("box %s: agent lost right after boot: %s", b->name, err);
-		respond_error(c->fd, 503, "box_lost", NULL,
-			      "box %s was stopped right after boot: %s (tkbox export %s shows its record)", b->name,
-			      err, b->name);
-		local_image_release(&img);
-		local_image_release(&ws);
-		return;
+		(void)snprintf(err, err_size, "%s", b->cut_reason);
+		r = -ECONNRESET;
+	} else {
+		b->state = BOX_RUNNING;
+		events_write(b, EV_LIFECYCLE, "box.running",
+			     json_pack("{s:s,s:s,s:I}", "accel", b->accel, "isolation", b->isolation, "ready_ms",
+				       (json_int_t)b->ready_ms));
+		box_save(b);
 	}
-	b->state = BOX_RUNNING;
-	events_write(b, EV_LIFECYCLE, "box.running",
-		     json_pack("{s:s,s:s,s:I}", "accel", b->accel, "isolation", b->isolation, "ready_ms",
-			       (json_int_t)b->ready_ms));
-	box_save(b);
 	pthread_mutex_unlock(&g.lock);
+	return r;
+}
 
-	/* The box's record: must be kept, else the box stops (fail closed). */
-	if (!g.o.unrecorded) {
-		json_t *data = json_pack(
-			"{s:s,s:s,s:s,s:s?,s:o,s:{s:I,s:I,s:I,s:I,s:I},s:s,s:s,s:s}", "box", b->name, "image", b->image,
-			"image_digest", b->image_digest, "workspace", b->workspace, "env", strv_json(b->env), "limits",
-			"vcpus", (json_int_t)b->vcpus, "memory_mib", (json_int_t)b->mem_mib, "disk_mib",
-			(json_int_t)b->disk_mib, "lifetime_s", (json_int_t)b->lifetime_s, "exec_timeout_s",
-			(json_int_t)b->exec_timeout_s, "accel", b->accel, "isolation", b->isolation, "network", "none");
-		/* The image's User is recorded as named, with what the box did with it (not applied yet). */
-		if (data && b->image_user) {
-			(void)json_object_set_new(data, "image_user",
-						  json_pack("{s:s,s:b}", "user", b->image_user, "applied", 0));
-		}
-		/* The first observation of the box: the queue is empty, so this call records it (or stops the box). */
-		r = box_observe_keep(b, "tkbox.box", data, err, sizeof(err));
-		if (r < 0) {
-			respond_error(c->fd, 503, "not_recorded", NULL,
-				      "the box could not be recorded, so it was stopped: %s", err);
-			local_image_release(&img);
-			local_image_release(&ws);
-			return;
-		}
+/* The box's record: must be kept, else the box stops (fail closed). */
+static int box_record(struct box *b, char *err, size_t err_size)
+{
+	json_t *data;
+
+	if (g.o.unrecorded) {
+		return 0;
 	}
-	pthread_mutex_lock(&g.lock);
-	reply = box_json(b);
-	pthread_mutex_unlock(&g.lock);
-	log_info("box %s running (%s, isolation %s, ready in %lld ms)", b->name, b->accel, b->isolation,
-		 (long long)b->ready_ms);
-	respond_json(c->fd, 201, reply);
-	local_image_release(&img);
-	local_image_release(&ws);
-	return;
+	data = json_pack("{s:s,s:s,s:s,s:s?,s:o,s:{s:I,s:I,s:I,s:I,s:I},s:s,s:s,s:s}", "box", b->name, "image",
+			 b->image, "image_digest", b->image_digest, "workspace", b->workspace, "env", strv_json(b->env),
+			 "limits", "vcpus", (json_int_t)b->vcpus, "memory_mib", (json_int_t)b->mem_mib, "disk_mib",
+			 (json_int_t)b->disk_mib, "lifetime_s", (json_int_t)b->lifetime_s, "exec_timeout_s",
+			 (json_int_t)b->exec_timeout_s, "accel", b->accel, "isolation", b->isolation, "network",
+			 "none");
+	/* The image's User is recorded as named, with what the box did with it (not applied yet). */
+	if (data && b->image_user) {
+		(void)json_object_set_new(data, "image_user",
+					  json_pack("{s:s,s:b}", "user", b->image_user, "applied", 0));
+	}
+	/* Which confinement held, as the kernel shows it (review.verdict is an open object in the event schema). */
+	if (data) {
+		(void)json_object_set_new(data, "supervisor_isolation", sandbox_observe_json(b->sup_pid));
+	}
+	/* The first observation of the box: the queue is empty, so this call records it (or stops the box). */
+	return box_observe_keep(b, "tkbox.box", data, err, err_size);
+}
 
-fail:
+/* A box that did not start: its reader thread is done with it, its run closed, its memory freed. */
+static void box_create_failed(struct conn *c, struct box *b, int r, const char *err)
+{
 	log_warn("box %s: create failed: %s", b->name, err);
 	pthread_mutex_lock(&g.lock);
 	events_write(b, EV_LIFECYCLE, "box.create_failed", json_pack("{s:s}", "detail", err));
@@ -1394,11 +1350,76 @@ fail:
 	box_unlink(b);
 	pthread_mutex_unlock(&g.lock);
 	respond_error(c->fd, r == -ENOENT || r == -EINVAL ? 400 : 503, "create_failed", NULL, "%s", err);
-	json_decref(reply);
-	local_image_release(&img);
-	local_image_release(&ws);
 	/* The directory stays (events.jsonl says why); its memory goes. */
 	box_free(b);
+}
+
+/* A box that booted: recorded (or stopped), then shown to the client. */
+static void box_created(struct conn *c, struct box *b, int r, const char *why)
+{
+	char err[1024] = "";
+	json_t *reply;
+
+	if (r == -ECONNRESET) {
+		log_warn("box %s: agent lost right after boot: %s", b->name, why);
+		respond_error(c->fd, 503, "box_lost", NULL,
+			      "box %s was stopped right after boot: %s (tkbox export %s shows its record)", b->name,
+			      why, b->name);
+		return;
+	}
+	if (box_record(b, err, sizeof(err)) < 0) {
+		respond_error(c->fd, 503, "not_recorded", NULL, "the box could not be recorded, so it was stopped: %s",
+			      err);
+		return;
+	}
+	pthread_mutex_lock(&g.lock);
+	reply = box_json(b);
+	pthread_mutex_unlock(&g.lock);
+	log_info("box %s running (%s, isolation %s, ready in %lld ms)", b->name, b->accel, b->isolation,
+		 (long long)b->ready_ms);
+	respond_json(c->fd, 201, reply);
+}
+
+static void api_create(struct conn *c, const char *unused)
+{
+	struct api_create_req q = { 0 };
+	struct local_image img = { 0 }, ws = { 0 };
+	struct api_error e;
+	char err[1024] = "";
+	struct box *b = NULL;
+	int r;
+
+	(void)unused;
+	if (api_decode_create(buf_ptr(&c->body), buf_len(&c->body), &q, &e) < 0) {
+		respond_api_error(c, &e);
+		return;
+	}
+	r = box_new(&q, &b);
+	if (r < 0) {
+		respond_error(c->fd, 500, "internal", NULL, "%s", r == -EIO ? "no randomness" : "out of memory");
+	} else if (box_reserve(c, b) >= 0) {
+		r = box_make_dir(b, err, sizeof(err));
+		if (r >= 0) {
+			r = box_resolve(b, &q, &img, &ws, err, sizeof(err));
+		}
+		if (r >= 0) {
+			r = box_register_run(b, err, sizeof(err));
+		}
+		if (r >= 0) {
+			r = box_start_supervisor(b, err, sizeof(err));
+		}
+		if (r >= 0) {
+			r = box_boot(b, &img, &ws, err, sizeof(err));
+		}
+		if (r < 0 && r != -ECONNRESET) {
+			box_create_failed(c, b, r, err);
+		} else {
+			box_created(c, b, r, err);
+		}
+	}
+	local_image_release(&img);
+	local_image_release(&ws);
+	api_create_req_release(&q);
 }
 
 /* ---------------------------------------------------------------- the exec door */
@@ -1414,30 +1435,6 @@ static void pend_remove(struct box *b, struct pend *p)
 	free(p->error);
 	free(p->stdin_sha256);
 	free(p);
-}
-
-static int args_digest(json_t *args, char out[80])
-{
-	_cleanup_json_ json_t *o = json_pack("{s:s,s:O}", "tool", "Bash", "args", args);
-	_cleanup_free_ char *s = NULL;
-	uint8_t h[SHA256_LEN];
-	int r;
-
-	if (!o) {
-		return -ENOMEM;
-	}
-	r = json_jcs_string(o, (size_t)4 << 20, &s);
-	if (r >= 0) {
-		r = sha256(s, strlen(s), h);
-	}
-	if (r < 0) {
-		return r;
-	}
-	memcpy(out, "sha256:", 7);
-	for (size_t i = 0; i < SHA256_LEN; i++) {
-		(void)snprintf(out + 7 + 2 * i, 3, "%02x", h[i]);
-	}
-	return 0;
 }
 
 static int make_memfd(const void *p, size_t n)
@@ -1459,456 +1456,355 @@ static int make_memfd(const void *p, size_t n)
 	return fd;
 }
 
+/* What one exec carries through its crossing. */
+struct exec_ctx {
+	struct conn *c;
+	struct box *b;
+	const struct api_exec_req *q;
+	int64_t exec_no;
+	unsigned timeout_s;
+	char *run_id, *token, *cwd;
+	char *line; /* the decided command line */
+	json_t *args, *decided; /* the decided arguments; what exec.decided adds */
+	int memfd; /* the up-front stdin, or -1 */
+	struct pend *p;
+};
+
+static int exec_refuse(struct api_error *e, int status, const char *code, const char *fmt, ...) _printf_(4, 5);
+static int exec_refuse(struct api_error *e, int status, const char *code, const char *fmt, ...)
+{
+	va_list ap;
+
+	e->status = status;
+	e->code = code;
+	va_start(ap, fmt);
+	(void)vsnprintf(e->message, sizeof(e->message), fmt, ap);
+	va_end(ap);
+	return -EPERM;
+}
+
+/* A slot in the box: it runs, and has room for one more command. */
+static int exec_slot(struct exec_ctx *e, const char *name, struct api_error *err)
+{
+	struct box *b;
+
+	pthread_mutex_lock(&g.lock);
+	b = box_find(name);
+	if (!b || b->state != BOX_RUNNING) {
+		if (b && b->cut_reason) {
+			/* Refused before any decision: the host cut the box off from its agent. */
+			(void)exec_refuse(
+				err, 409, "box_not_running",
+				"box %s was stopped by the host: %s; nothing ran (tkbox export %s shows its record)",
+				name, b->cut_reason, name);
+		} else {
+			(void)exec_refuse(err, b ? 409 : 404, b ? "box_not_running" : "no_such_box",
+					  b ? "box %s is not running (tkbox ls)" : "no box named %s (tkbox ls)", name);
+		}
+		pthread_mutex_unlock(&g.lock);
+		return -ESRCH;
+	}
+	if (b->n_execs >= g.o.max_execs) {
+		pthread_mutex_unlock(&g.lock);
+		return exec_refuse(err, 429, "too_many_execs", "box %s runs %u commands already (the limit)", name,
+				   g.o.max_execs);
+	}
+	b->n_execs++;
+	e->b = b;
+	e->exec_no = ++b->next_exec;
+	/* The box's exec timeout, or less when the request asks for less. */
+	e->timeout_s = e->q->timeout_s && e->q->timeout_s < b->exec_timeout_s ? e->q->timeout_s : b->exec_timeout_s;
+	e->run_id = b->run_id ? strdup(b->run_id) : NULL;
+	e->token = b->run_token ? strdup(b->run_token) : NULL;
+	/* No --cwd: the image's WorkingDir, else "/". */
+	e->cwd = strdup(e->q->cwd ? e->q->cwd : b->workdir ? b->workdir : "/");
+	pthread_mutex_unlock(&g.lock);
+	return e->cwd ? 0 : exec_refuse(err, 500, "internal", "out of memory");
+}
+
+static void exec_ctx_release(struct exec_ctx *e)
+{
+	if (e->b) {
+		pthread_mutex_lock(&g.lock);
+		if (e->p) {
+			pend_remove(e->b, e->p);
+		}
+		e->b->n_execs--;
+		pthread_cond_broadcast(&e->b->cond);
+		pthread_mutex_unlock(&g.lock);
+	}
+	if (e->memfd >= 0) {
+		(void)close(e->memfd);
+	}
+	if (e->token) {
+		explicit_bzero(e->token, strlen(e->token));
+	}
+	free(e->token);
+	free(e->run_id);
+	free(e->cwd);
+	free(e->line);
+	json_decref(e->args);
+	json_decref(e->decided);
+}
+
+/* The command line the signer decides: the argv, with the per-exec env as a leading `env K=V ...`. */
+static int exec_line(struct exec_ctx *e, struct api_error *err)
+{
+	int r = door_command_line(e->q->argv, e->q->env[0] ? e->q->env : NULL, &e->line);
+
+	if (r == -EPERM) {
+		return exec_refuse(err, 403, "refused",
+				   "the program name would not be the program that runs (it starts with %% or, with "
+				   "--env, holds = or starts with -)");
+	}
+	if (r < 0) {
+		return exec_refuse(err, 400, "bad_request", "the command line is malformed or too long (%s)",
+				   tk_strerror(r));
+	}
+	return 0;
+}
+
+/* The decided arguments: what runs, where, with what, and its stdin when known up front. */
+static int exec_args(struct exec_ctx *e, struct api_error *err)
+{
+	const struct api_exec_req *q = e->q;
+	int r = exec_line(e, err);
+
+	if (r < 0) {
+		return r;
+	}
+	e->args = json_pack("{s:s,s:s,s:s}", "command", e->line, "cwd", e->cwd, "stdin", q->stdin_mode_name);
+	if (e->args && q->env[0]) {
+		json_t *eo = json_object();
+		for (char **p = q->env; eo && *p; p++) {
+			char *eq = strchr(*p, '=');
+			_cleanup_free_ char *k = strndup(*p, (size_t)(eq - *p));
+			if (k) {
+				(void)json_object_set_new(eo, k, json_string(eq + 1));
+			}
+		}
+		(void)json_object_set_new(e->args, "env", eo);
+	}
+	r = e->args ? 0 : -ENOMEM;
+	if (r >= 0 && q->stdin_mode == API_STDIN_UPFRONT) {
+		r = door_stdin_args(buf_ptr(&q->stdin_data), buf_len(&q->stdin_data), e->args);
+		if (r >= 0) {
+			e->memfd = make_memfd(buf_ptr(&q->stdin_data), buf_len(&q->stdin_data));
+			r = e->memfd < 0 ? e->memfd : 0;
+		}
+	}
+	/* exec.decided shows the line, where it ran and its stdin (with the digest when known up front). */
+	e->decided = r >= 0 ? json_pack("{s:s,s:s,s:s}", "command", e->line, "cwd", e->cwd, "stdin", q->stdin_mode_name)
+			    : NULL;
+	if (e->decided && json_object_get(e->args, "stdin_sha256") && json_object_get(e->args, "stdin_bytes")) {
+		(void)json_object_set(e->decided, "stdin_sha256", json_object_get(e->args, "stdin_sha256"));
+		(void)json_object_set(e->decided, "stdin_bytes", json_object_get(e->args, "stdin_bytes"));
+	}
+	if (r >= 0 && !e->decided) {
+		r = -ENOMEM;
+	}
+	return r < 0 ? exec_refuse(err, 500, "internal", "stdin: %s", tk_strerror(r)) : 0;
+}
+
+/* Hand the connection to the box's supervisor, which streams to and from the guest. */
+static int exec_hand_over(struct exec_ctx *e, struct pend *p)
+{
+	static const char up[] =
+		"HTTP/1.1 101 Switching Protocols\r\nUpgrade: " HTTP_EXEC_UPGRADE "\r\nConnection: Upgrade\r\n\r\n";
+	struct box *b = e->b;
+	struct supmsg m = { .op = SUPMSG_EXEC,
+			    .exec = e->exec_no,
+			    .argv = e->q->argv,
+			    .argc = strv_len(e->q->argv),
+			    .env = e->q->env,
+			    .envc = strv_len(e->q->env),
+			    .cwd = (char *)e->cwd,
+			    .stdin_mode = e->q->stdin_mode == API_STDIN_UPFRONT	 ? SUPMSG_STDIN_UPFRONT
+					  : e->q->stdin_mode == API_STDIN_STREAM ? SUPMSG_STDIN_STREAM
+										 : SUPMSG_STDIN_NONE,
+			    .timeout_s = e->timeout_s };
+	int fds[2] = { e->c->fd, e->memfd };
+	int r;
+
+	pthread_mutex_lock(&g.lock);
+	if (b->state != BOX_RUNNING || b->sup_fd < 0) {
+		r = -ESHUTDOWN;
+	} else {
+		/* The monitor's table first: nothing reaches the client for an exec that cannot be sent. */
+		r = supmon_check(&b->mon, SUPMSG_TO_SUPERVISOR, &m, NULL);
+		if (r >= 0) {
+			r = io_write_all(e->c->fd, up, sizeof(up) - 1);
+		}
+		if (r >= 0) {
+			p->next = b->pend;
+			b->pend = p;
+			r = ipc_send_msg(b->sup_fd, &b->mon, SUPMSG_TO_SUPERVISOR, &m, fds, NULL);
+			if (r < 0) {
+				b->pend = p->next;
+			}
+		}
+	}
+	pthread_mutex_unlock(&g.lock);
+	return r;
+}
+
+/* The exec door's act: the supervisor runs the command; its done is the result. */
+static int exec_act(struct crossing *x, struct crossing_result *ret)
+{
+	struct exec_ctx *e = x->ctx;
+	struct pend *p = calloc(1, sizeof(*p));
+	int r = p ? 0 : -ENOMEM;
+
+	if (p) {
+		p->exec = e->exec_no;
+		r = exec_hand_over(e, p);
+	}
+	if (r < 0) {
+		free(p);
+		if (r == -ESHUTDOWN) {
+			x->refusal.status = 409;
+			x->refusal.code = "box_not_running";
+			(void)snprintf(x->refusal.message, sizeof(x->refusal.message),
+				       "box %s stopped before the command started", e->b->name);
+		}
+		return r;
+	}
+	e->p = p;
+	/* The supervisor owns the stream now. */
+	(void)close(e->c->fd);
+	e->c->fd = -1;
+	x->client_fd = -1;
+	pthread_mutex_lock(&g.lock);
+	while (!p->done) {
+		pthread_cond_wait(&e->b->cond, &g.lock);
+	}
+	*ret = (struct crossing_result){ .ok = p->ok,
+					 .has_exit = p->has_exit,
+					 .exit = p->exit,
+					 .error = steal_ptr(p->error),
+					 .stdin_sha256 = steal_ptr(p->stdin_sha256),
+					 .stdin_bytes = p->stdin_bytes };
+	pthread_mutex_unlock(&g.lock);
+	return 0;
+}
+
+/* Recorded (or its loss counted): now the client may see the exit status. */
+static void exec_after(struct crossing *x, const struct crossing_result *res)
+{
+	struct exec_ctx *e = x->ctx;
+	struct box *b = e->b;
+
+	(void)res;
+	pthread_mutex_lock(&g.lock);
+	if (b->sup_fd >= 0) {
+		struct supmsg rel = { .op = SUPMSG_RELEASE, .exec = e->exec_no };
+		if (ipc_send_msg(b->sup_fd, &b->mon, SUPMSG_TO_SUPERVISOR, &rel, NULL, NULL) < 0) {
+			events_write(b, EV_LIFECYCLE, "exec.release_failed",
+				     json_pack("{s:I}", "exec", (json_int_t)e->exec_no));
+		}
+	}
+	pthread_mutex_unlock(&g.lock);
+}
+
+static const struct crossing_door exec_door = {
+	.name = "exec",
+	.tool = "Bash",
+	.act = exec_act,
+	.after = exec_after,
+};
+
+/* The crossing engine's view of a box: its events and its record of losses. */
+static void host_event(void *box, bool problem, const char *event, json_t *extra)
+{
+	pthread_mutex_lock(&g.lock);
+	events_write(box, problem ? EV_PROBLEM : EV_LIFECYCLE, event, extra);
+	pthread_mutex_unlock(&g.lock);
+}
+
+static void host_signer_back(void *box)
+{
+	box_flush_gaps(box);
+}
+
+/* A completion the signer did not take is counted, never dropped. */
+static void host_complete_lost(void *box, int r)
+{
+	struct box *b = box;
+	uint64_t n;
+
+	pthread_mutex_lock(&g.lock);
+	n = ++b->gaps_complete;
+	/* Past the deadline the signer would not take the gap now either: it goes at the next chance. */
+	if (r == -ETIMEDOUT) {
+		b->gaps_unrecorded++;
+	}
+	pthread_mutex_unlock(&g.lock);
+	if (r != -ETIMEDOUT && box_gap(b, "complete", "a command's completion could not be recorded", n) < 0) {
+		pthread_mutex_lock(&g.lock);
+		b->gaps_unrecorded++;
+		pthread_mutex_unlock(&g.lock);
+	}
+}
+
+static int host_observe_keep(void *box, const char *kind, json_t *data, char *err, size_t err_size)
+{
+	return box_observe_keep(box, kind, data, err, err_size);
+}
+
+static const struct crossing_host_ops box_host = {
+	.event = host_event,
+	.signer_back = host_signer_back,
+	.complete_lost = host_complete_lost,
+	.observe_keep = host_observe_keep,
+};
+
+/* Run the exec's crossing; the client hears a refusal, or the stream once the supervisor has it. */
+static void exec_cross(struct exec_ctx *e)
+{
+	struct crossing x = {
+		.door = &exec_door,
+		.host = &box_host,
+		.box = e->b,
+		.ctx = e,
+		.args = e->args,
+		.decided_extra = e->decided,
+		.seq = e->exec_no,
+		.unrecorded = g.o.unrecorded,
+		.run_id = e->run_id,
+		.run_token = e->token,
+		.client_fd = e->c->fd,
+		.approval_wait_ms = DAEMON_APPROVAL_WAIT_MS,
+	};
+
+	if (crossing_run(&x) < 0 && x.refusal.status && e->c->fd >= 0) {
+		respond_error(e->c->fd, x.refusal.status, x.refusal.code, steal_ptr(x.refusal.extra), "%s",
+			      x.refusal.message);
+	}
+	crossing_release(&x);
+}
+
 static void api_exec(struct conn *c, const char *name)
 {
-	_cleanup_json_ json_t *req = NULL, *args = NULL, *reply = NULL;
-	_cleanup_(strv_freep) char **argv = NULL, **env = NULL;
-	_cleanup_free_ char *line = NULL, *run_id = NULL, *token = NULL, *workdir = NULL;
-	struct buf stdin_data = { 0 };
-	const char *cwd = "/", *mode = "none", *decision = NULL, *decision_id = NULL;
-	char err[1024] = "", digest[80], tcid[40];
-	struct box *b;
-	struct pend *p = NULL;
-	json_t *stdin_obj;
-	int memfd = -1, r;
-	unsigned timeout_s = 0;
-	int64_t exec_no = 0;
-	bool decided = false;
+	struct api_exec_req q = { 0 };
+	struct exec_ctx e = { .c = c, .q = &q, .memfd = -1 };
+	struct api_error err;
 
 	if (!c->req.upgrade_exec) {
 		respond_error(c->fd, 400, "bad_request", NULL, "an exec request asks for Upgrade: %s",
 			      HTTP_EXEC_UPGRADE);
 		return;
 	}
-	if (parse_body(c, &req) < 0 ||
-	    json_only_keys(req, (const char *const[]){ "argv", "env", "cwd", "stdin", "timeout_s", NULL }) < 0) {
-		respond_error(c->fd, 400, "bad_request", NULL,
-			      "the request body must be a JSON object of known fields");
+	if (api_decode_exec(buf_ptr(&c->body), buf_len(&c->body), &q, &err) < 0) {
+		respond_api_error(c, &err);
 		return;
 	}
-	r = get_strv(req, "argv", DOOR_MAX_ARGS, &argv);
-	if (r >= 0 && !argv[0]) {
-		r = -EINVAL;
+	if (exec_slot(&e, name, &err) < 0 || exec_args(&e, &err) < 0) {
+		respond_api_error(c, &err);
+	} else {
+		exec_cross(&e);
 	}
-	if (r >= 0) {
-		r = get_strv(req, "env", DOOR_MAX_ENV, &env);
-	}
-	if (r < 0) {
-		respond_error(c->fd, 400, "bad_request", NULL,
-			      "argv (at least one word) and env must be lists of strings");
-		return;
-	}
-	for (char **e = env; *e; e++) {
-		const char *why = "";
-		r = door_env_check(*e, &why);
-		if (r < 0) {
-			char q[LOG_QUOTE_BUFSIZE];
-			const char *eq = strchr(*e, '=');
-			respond_error(c->fd, r == -EPERM ? 403 : 400, r == -EPERM ? "env_refused" : "bad_request", NULL,
-				      "--env %s refused: %s (set it in the box with tkbox run --env, or not at all)",
-				      log_quote(*e, eq ? (size_t)(eq - *e) : strlen(*e), q), why);
-			return;
-		}
-	}
-	r = json_get_string(req, "cwd", &cwd);
-	if (r == -ENOENT) {
-		/* The image's WorkingDir, else "/". */
-		pthread_mutex_lock(&g.lock);
-		b = box_find(name);
-		workdir = b && b->workdir ? strdup(b->workdir) : NULL;
-		pthread_mutex_unlock(&g.lock);
-		cwd = workdir ? workdir : "/";
-	}
-	if (r == -EBADMSG || cwd[0] != '/' || strlen(cwd) > DOOR_MAX_CWD) {
-		respond_error(c->fd, 400, "bad_request", NULL, "--cwd must be an absolute path");
-		return;
-	}
-	stdin_obj = json_object_get(req, "stdin");
-	if (stdin_obj) {
-		const char *b64 = NULL;
-		if (json_get_string(stdin_obj, "mode", &mode) < 0 ||
-		    (strcmp(mode, "none") != 0 && strcmp(mode, "upfront") != 0 && strcmp(mode, "stream") != 0) ||
-		    json_only_keys(stdin_obj, (const char *const[]){ "mode", "data", NULL }) < 0) {
-			respond_error(c->fd, 400, "bad_request", NULL, "stdin.mode is none, upfront or stream");
-			return;
-		}
-		if (strcmp(mode, "upfront") == 0) {
-			r = json_get_string(stdin_obj, "data", &b64);
-			if (r >= 0) {
-				r = buf_init(&stdin_data, DOOR_MAX_STDIN, 0);
-			}
-			if (r >= 0) {
-				r = b64_decode(b64, strlen(b64), B64_STD, &stdin_data);
-			}
-			if (r < 0) {
-				buf_release(&stdin_data);
-				respond_error(c->fd, r == -E2BIG ? 413 : 400, "bad_request", NULL,
-					      "stdin.data must be base64 of at most 1 MiB (more is streamed)");
-				return;
-			}
-		}
-	}
-	r = door_command_line(argv, env[0] ? env : NULL, &line);
-	if (r < 0) {
-		buf_release(&stdin_data);
-		respond_error(
-			c->fd, r == -EPERM ? 403 : 400, r == -EPERM ? "refused" : "bad_request", NULL,
-			r == -EPERM ? "the program name would not be the program that runs (it starts with %% or, with "
-				      "--env, holds = or starts with -)"
-				    : "the command line is malformed or too long (%s)",
-			tk_strerror(r));
-		return;
-	}
-	/* The decided arguments: what runs, where, with what, and its stdin when known up front. */
-	args = json_pack("{s:s,s:s,s:s}", "command", line, "cwd", cwd, "stdin", mode);
-	if (args && env[0]) {
-		json_t *eo = json_object();
-		for (char **e = env; eo && *e; e++) {
-			char *eq = strchr(*e, '=');
-			_cleanup_free_ char *k = strndup(*e, (size_t)(eq - *e));
-			if (k) {
-				(void)json_object_set_new(eo, k, json_string(eq + 1));
-			}
-		}
-		(void)json_object_set_new(args, "env", eo);
-	}
-	if (args && strcmp(mode, "upfront") == 0) {
-		r = door_stdin_args(buf_ptr(&stdin_data), buf_len(&stdin_data), args);
-		if (r >= 0) {
-			memfd = make_memfd(buf_ptr(&stdin_data), buf_len(&stdin_data));
-			r = memfd < 0 ? memfd : 0;
-		}
-		if (r < 0) {
-			buf_release(&stdin_data);
-			respond_error(c->fd, 500, "internal", NULL, "stdin: %s", tk_strerror(r));
-			return;
-		}
-	}
-	buf_release(&stdin_data);
-	if (!args || args_digest(args, digest) < 0) {
-		if (memfd >= 0) {
-			(void)close(memfd);
-		}
-		respond_error(c->fd, 500, "internal", NULL, "out of memory");
-		return;
-	}
-
-	/* A slot in the box. */
-	pthread_mutex_lock(&g.lock);
-	b = box_find(name);
-	if (!b || b->state != BOX_RUNNING) {
-		_cleanup_free_ char *why = b && b->cut_reason ? strdup(b->cut_reason) : NULL;
-		pthread_mutex_unlock(&g.lock);
-		if (memfd >= 0) {
-			(void)close(memfd);
-		}
-		if (why) {
-			/* Refused before any decision: the host cut the box off from its agent. */
-			respond_error(
-				c->fd, 409, "box_not_running", NULL,
-				"box %s was stopped by the host: %s; nothing ran (tkbox export %s shows its record)",
-				name, why, name);
-			return;
-		}
-		respond_error(c->fd, b ? 409 : 404, b ? "box_not_running" : "no_such_box", NULL,
-			      b ? "box %s is not running (tkbox ls)" : "no box named %s (tkbox ls)", name);
-		return;
-	}
-	if (b->n_execs >= g.o.max_execs) {
-		pthread_mutex_unlock(&g.lock);
-		if (memfd >= 0) {
-			(void)close(memfd);
-		}
-		respond_error(c->fd, 429, "too_many_execs", NULL, "box %s runs %u commands already (the limit)", name,
-			      g.o.max_execs);
-		return;
-	}
-	b->n_execs++;
-	exec_no = ++b->next_exec;
-	timeout_s = b->exec_timeout_s;
-	run_id = b->run_id ? strdup(b->run_id) : NULL;
-	token = b->run_token ? strdup(b->run_token) : NULL;
-	pthread_mutex_unlock(&g.lock);
-	{
-		unsigned asked;
-		if (get_uint(req, "timeout_s", 1, timeout_s, timeout_s, &asked) >= 0) {
-			timeout_s = asked;
-		}
-	}
-
-	/* Decide before anything starts. */
-	if (!g.o.unrecorded) {
-		int64_t deadline = signer_link_deadline(0);
-		char hx[17];
-
-		(void)random_hex(8, hx);
-		(void)snprintf(tcid, sizeof(tcid), "exec-%lld-%s", (long long)exec_no, hx);
-		r = signer_link_call(signer_link_request_id(json_pack(
-					     "{s:s,s:s,s:s,s:s,s:s,s:O}", "method", "decide", "run_id", run_id,
-					     "run_token", token, "tool_call_id", tcid, "tool", "Bash", "args", args)),
-				     -1, c->fd, deadline, &reply);
-		if (r < 0) {
-			/*
-			 * Each exec asks afresh: while the signer is stopped or wedged every one is refused
-			 * at the deadline; the first one it answers again runs.
-			 */
-			signer_link_error(err, sizeof(err), "decide", r, reply);
-			if (r != -ECANCELED) {
-				respond_error(c->fd, 503, "signer_unreachable", NULL, "%s; nothing ran%s", err,
-					      r == -EREMOTEIO
-						      ? ""
-						      : ": every command is refused until the signer answers "
-							"again (check it with tkbox-signer status; the limit is "
-							"tkbox daemon --signer-timeout)");
-			}
-			pthread_mutex_lock(&g.lock);
-			events_write(b, EV_PROBLEM, r == -ECANCELED ? "exec.abandoned" : "signer.decide_failed",
-				     json_pack("{s:s}", "detail",
-					       r == -ECANCELED ? "the client left while the signer decided" : err));
-			pthread_mutex_unlock(&g.lock);
-			goto out;
-		}
-		box_flush_gaps(b); /* the signer answers again: record what was lost while it did not */
-		if (json_get_string(reply, "decision", &decision) < 0 ||
-		    json_get_string(reply, "decision_id", &decision_id) < 0) {
-			respond_error(c->fd, 503, "signer_unreachable", NULL,
-				      "the signer's decision is malformed: refused, nothing ran");
-			goto out;
-		}
-		if (strcmp(decision, "deny") == 0) {
-			const char *why = NULL;
-			(void)json_get_string(reply, "reason", &why);
-			respond_error(c->fd, 403, "denied",
-				      json_pack("{s:O,s:s}", "rule_ids", json_object_get(reply, "rule_ids"),
-						"decision_id", decision_id),
-				      "denied by the signer's policy%s%s", why ? ": " : "", why ? why : "");
-			pthread_mutex_lock(&g.lock);
-			events_write(b, EV_LIFECYCLE, "exec.denied",
-				     json_pack("{s:s,s:O}", "decision_id", decision_id, "rule_ids",
-					       json_object_get(reply, "rule_ids")));
-			pthread_mutex_unlock(&g.lock);
-			goto out;
-		}
-		if (strcmp(decision, "ask") == 0) {
-			_cleanup_json_ json_t *ar = NULL, *wr = NULL;
-			const char *aid = NULL, *state = NULL;
-			char head[512];
-			int k;
-			r = signer_link_call(signer_link_request_id(json_pack(
-						     "{s:s,s:s,s:s,s:s}", "method", "approval_request", "run_id",
-						     run_id, "run_token", token, "decision_id", decision_id)),
-					     -1, c->fd, signer_link_deadline(0), &ar);
-			if (r < 0 || json_get_string(ar, "approval_id", &aid) < 0) {
-				signer_link_error(err, sizeof(err), "approval_request", r < 0 ? r : -EBADMSG, ar);
-				respond_error(
-					c->fd, 403, "not_approved", NULL,
-					"the command needs an approval that could not be requested (%s): refused, "
-					"nothing ran",
-					err);
-				goto out;
-			}
-			/* An interim response: the client shows the approval id while it waits. */
-			k = snprintf(head, sizeof(head), "HTTP/1.1 102 Processing\r\nTkbox-Approval: %s\r\n\r\n", aid);
-			if (k > 0 && (size_t)k < sizeof(head)) {
-				(void)io_write_all(c->fd, head, (size_t)k);
-			}
-			/* A long poll: its own wait, then the signer deadline as for any call. */
-			r = signer_link_call(json_pack("{s:s,s:s,s:I}", "method", "approval_wait", "approval_id", aid,
-						       "timeout_ms", (json_int_t)DAEMON_APPROVAL_WAIT_MS),
-					     -1, c->fd, signer_link_deadline(DAEMON_APPROVAL_WAIT_MS), &wr);
-			if (r == -ECANCELED) {
-				pthread_mutex_lock(&g.lock);
-				events_write(b, EV_LIFECYCLE, "exec.abandoned",
-					     json_pack("{s:s,s:s,s:s}", "decision_id", decision_id, "approval_id", aid,
-						       "detail", "the client left while it waited for the approval"));
-				pthread_mutex_unlock(&g.lock);
-				goto out;
-			}
-			if (r < 0 || json_get_string(wr, "state", &state) < 0 || strcmp(state, "approved") != 0) {
-				if (r < 0 && r != -EREMOTEIO) {
-					signer_link_error(err, sizeof(err), "approval_wait", r, NULL);
-				}
-				respond_error(c->fd, 403, "not_approved", json_pack("{s:s}", "approval_id", aid),
-					      "approval %s was %s%s%s: refused, nothing ran", aid,
-					      state ? state : "not answered", err[0] && !state ? ": " : "",
-					      err[0] && !state ? err : "");
-				pthread_mutex_lock(&g.lock);
-				events_write(b, EV_LIFECYCLE, "exec.not_approved",
-					     json_pack("{s:s,s:s,s:s}", "decision_id", decision_id, "approval_id", aid,
-						       "state", state ? state : "unanswered"));
-				pthread_mutex_unlock(&g.lock);
-				goto out;
-			}
-		} else if (strcmp(decision, "allow") != 0 && strcmp(decision, "flag") != 0) {
-			respond_error(c->fd, 403, "denied", NULL, "the signer's decision %s is not allow: refused",
-				      decision);
-			goto out;
-		}
-		decided = true;
-		pthread_mutex_lock(&g.lock);
-		{
-			json_t *ev = json_pack("{s:I,s:s,s:s,s:s,s:s,s:s}", "exec", (json_int_t)exec_no, "decision",
-					       decision, "decision_id", decision_id, "command", line, "cwd", cwd,
-					       "stdin", mode);
-			json_t *sh = json_object_get(args, "stdin_sha256"), *sb = json_object_get(args, "stdin_bytes");
-			if (ev && sh && sb) {
-				(void)json_object_set(ev, "stdin_sha256", sh);
-				(void)json_object_set(ev, "stdin_bytes", sb);
-			}
-			events_write(b, EV_LIFECYCLE, "exec.decided", ev);
-		}
-		pthread_mutex_unlock(&g.lock);
-	}
-
-	/* Hand the connection to the box's supervisor, which streams to and from the guest. */
-	p = calloc(1, sizeof(*p));
-	if (!p) {
-		respond_error(c->fd, 500, "internal", NULL, "out of memory");
-		goto out;
-	}
-	p->exec = exec_no;
-	{
-		static const char up[] = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: " HTTP_EXEC_UPGRADE
-					 "\r\nConnection: Upgrade\r\n\r\n";
-		json_t *m = json_pack("{s:s,s:I,s:o,s:o,s:s,s:s,s:I}", "op", "exec", "exec", (json_int_t)exec_no,
-				      "argv", strv_json(argv), "env", strv_json(env), "cwd", cwd, "stdin", mode,
-				      "timeout_s", (json_int_t)timeout_s);
-		int fds[2] = { c->fd, memfd };
-
-		pthread_mutex_lock(&g.lock);
-		if (b->state != BOX_RUNNING || b->sup_fd < 0) {
-			r = -ESHUTDOWN;
-		} else {
-			r = io_write_all(c->fd, up, sizeof(up) - 1);
-			if (r >= 0) {
-				p->next = b->pend;
-				b->pend = p;
-				r = m ? ipc_send(b->sup_fd, m, fds, memfd >= 0 ? 2 : 1) : -ENOMEM;
-				if (r < 0) {
-					b->pend = p->next;
-				}
-			}
-		}
-		pthread_mutex_unlock(&g.lock);
-		json_decref(m);
-		if (r < 0) {
-			free(p);
-			p = NULL;
-			if (r == -ESHUTDOWN) {
-				respond_error(c->fd, 409, "box_not_running", NULL,
-					      "box %s stopped before the command started", name);
-			}
-			if (decided) {
-				json_t *nrep = NULL;
-				(void)signer_link_call(
-					signer_link_request_id(
-						json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s}", "method", "complete",
-							  "run_id", run_id, "run_token", token, "tool_call_id", tcid,
-							  "decision_id", decision_id, "args_digest", digest, "status",
-							  "error", "error", "the command never started")),
-					-1, -1, signer_link_deadline(0), &nrep);
-				json_decref(nrep);
-			}
-			goto out;
-		}
-	}
-	/* The supervisor owns the stream now. */
-	(void)close(c->fd);
-	c->fd = -1;
-
-	pthread_mutex_lock(&g.lock);
-	while (!p->done) {
-		pthread_cond_wait(&b->cond, &g.lock);
-	}
-	{
-		json_t *ev = json_pack("{s:I,s:b}", "exec", (json_int_t)exec_no, "ok", p->ok);
-		/* exit_status as the shell shows it (128 + N for signal N), and the signal on its own. */
-		if (ev && p->has_exit_code) {
-			(void)json_object_set_new(ev, "exit_status", json_integer(p->exit_code));
-		}
-		if (ev && p->has_signal) {
-			(void)json_object_set_new(ev, "exit_status", json_integer(128 + p->signal));
-			(void)json_object_set_new(ev, "signal", json_integer(p->signal));
-		}
-		if (ev && p->error) {
-			(void)json_object_set_new(ev, "error", json_string(p->error));
-		}
-		/* Streamed stdin's digest: also in the signed completion below (tool.result output.value). */
-		if (ev && p->stdin_sha256) {
-			(void)json_object_set_new(ev, "stdin_sha256", json_string(p->stdin_sha256));
-			(void)json_object_set_new(ev, "stdin_bytes", json_integer(p->stdin_bytes));
-		}
-		events_write(b, EV_LIFECYCLE, "exec.done", ev);
-	}
-	pthread_mutex_unlock(&g.lock);
-
-	if (decided) {
-		json_t *creq = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s}", "method", "complete", "run_id", run_id,
-					 "run_token", token, "tool_call_id", tcid, "decision_id", decision_id,
-					 "args_digest", digest, "status", p->ok ? "ok" : "error");
-		json_t *crep = NULL;
-		int64_t deadline = signer_link_deadline(0);
-		/* Exited with a code, or killed by a signal: never both (SIGKILL is not exit 137). */
-		if (creq && p->has_exit_code) {
-			(void)json_object_set_new(creq, "exit_code", json_integer(p->exit_code));
-		} else if (creq && p->has_signal) {
-			(void)json_object_set_new(creq, "signal", json_integer(p->signal));
-		}
-		if (creq && p->error) {
-			(void)json_object_set_new(creq, "error",
-						  json_stringn(p->error, MIN(strlen(p->error), (size_t)4096)));
-		}
-		if (creq && p->stdin_sha256) {
-			/* A streamed stdin is known only now: its digest and size go into the signed completion. */
-			(void)json_object_set_new(creq, "stdin_sha256", json_string(p->stdin_sha256));
-			(void)json_object_set_new(creq, "stdin_bytes", json_integer(p->stdin_bytes));
-		}
-		r = signer_link_call(signer_link_request_id(creq), -1, -1, deadline, &crep);
-		if (r < 0) {
-			/* The command ran: a completion the signer did not take is counted, never dropped. */
-			uint64_t n;
-			signer_link_error(err, sizeof(err), "complete", r, crep);
-			pthread_mutex_lock(&g.lock);
-			n = ++b->gaps_complete;
-			events_write(b, EV_PROBLEM, "signer.complete_failed",
-				     json_pack("{s:I,s:s}", "exec", (json_int_t)exec_no, "detail", err));
-			/* Past the deadline the signer would not take the gap now either: it goes at the next chance. */
-			if (r == -ETIMEDOUT) {
-				b->gaps_unrecorded++;
-			}
-			pthread_mutex_unlock(&g.lock);
-			if (r != -ETIMEDOUT &&
-			    box_gap(b, "complete", "a command's completion could not be recorded", n) < 0) {
-				pthread_mutex_lock(&g.lock);
-				b->gaps_unrecorded++;
-				pthread_mutex_unlock(&g.lock);
-			}
-		}
-		json_decref(crep);
-	}
-	/* Recorded (or its loss counted): now the client may see the exit status. */
-	pthread_mutex_lock(&g.lock);
-	if (b->sup_fd >= 0) {
-		json_t *rel = json_pack("{s:s,s:I}", "op", "release", "exec", (json_int_t)exec_no);
-		if (!rel || ipc_send(b->sup_fd, rel, NULL, 0) < 0) {
-			events_write(b, EV_LIFECYCLE, "exec.release_failed",
-				     json_pack("{s:I}", "exec", (json_int_t)exec_no));
-		}
-		json_decref(rel);
-	}
-	pthread_mutex_unlock(&g.lock);
-
-out:
-	if (memfd >= 0) {
-		(void)close(memfd);
-	}
-	pthread_mutex_lock(&g.lock);
-	if (p) {
-		pend_remove(b, p);
-	}
-	b->n_execs--;
-	pthread_cond_broadcast(&b->cond);
-	pthread_mutex_unlock(&g.lock);
+	exec_ctx_release(&e);
+	api_exec_req_release(&q);
 }
 
 /* ---------------------------------------------------------------- stop, rm, export, ls */
@@ -1987,16 +1883,10 @@ static void api_rm(struct conn *c, const char *name)
 	respond_json(c->fd, 200, json_pack("{s:s,s:b}", "name", name, "removed", 1));
 }
 
-static void api_export(struct conn *c, const char *name)
+/* The box's run, held for an export (b->refs); the client hears why not. */
+static struct box *export_claim(struct conn *c, const char *name, char **ret_run_id)
 {
-	_cleanup_free_ char *run_id = NULL, *trust_b64 = NULL;
-	_cleanup_json_ json_t *reply = NULL;
-	const char *trust = NULL, *sha = NULL;
-	char err[512] = "", headers[4096];
 	struct box *b;
-	struct stat st;
-	void *map = NULL;
-	int memfd = -1, r;
 	bool lost;
 
 	pthread_mutex_lock(&g.lock);
@@ -2004,94 +1894,118 @@ static void api_export(struct conn *c, const char *name)
 	if (!b) {
 		pthread_mutex_unlock(&g.lock);
 		respond_error(c->fd, 404, "no_such_box", NULL, "no box named %s (tkbox ls)", name);
-		return;
+		return NULL;
 	}
 	if (b->state == BOX_RUNNING || b->state == BOX_STOPPING || b->state == BOX_CREATING) {
 		pthread_mutex_unlock(&g.lock);
 		respond_error(c->fd, 409, "box_running", NULL, "box %s is running: tkbox stop %s first", name, name);
-		return;
+		return NULL;
 	}
 	if (!b->run_id) {
 		pthread_mutex_unlock(&g.lock);
 		respond_error(c->fd, 409, "unrecorded", NULL,
 			      "box %s ran unrecorded (tkbox daemon --unrecorded): nothing to export", name);
-		return;
+		return NULL;
 	}
 	lost = b->state == BOX_LOST && !b->run_closed;
-	run_id = strdup(b->run_id);
-	b->refs++;
-	pthread_mutex_unlock(&g.lock);
 	if (lost) {
-		pthread_mutex_lock(&g.lock);
-		b->refs--;
 		pthread_mutex_unlock(&g.lock);
 		respond_error(
 			c->fd, 409, "run_open", NULL,
 			"box %s was left running by a daemon that ended (crash or kill -9); its run %s is still open, "
 			"so tkbox does not export it (tkbox-signer export --run %s writes what was recorded)",
-			name, run_id, run_id);
-		return;
+			name, b->run_id, b->run_id);
+		return NULL;
 	}
-	/* Export ends the run: its close reason says so. */
-	box_close_run(b, "exported");
+	*ret_run_id = strdup(b->run_id);
+	b->refs++;
+	pthread_mutex_unlock(&g.lock);
+	return b;
+}
 
-	memfd = memfd_create("tkbox-bundle", MFD_CLOEXEC);
-	/* The signer writes the whole bundle: its own deadline. */
-	r = memfd < 0 ? negative_errno()
-		      : signer_link_call(json_pack("{s:s,s:s}", "method", "export", "run_id", run_id), memfd, -1,
-					 (int64_t)clock_mono_ms() + (int64_t)DAEMON_EXPORT_TIMEOUT_S * 1000, &reply);
-	if (r < 0) {
-		if (r == -ETIMEDOUT) {
-			(void)snprintf(err, sizeof(err), "the signer did not finish the export within %d s",
-				       DAEMON_EXPORT_TIMEOUT_S);
-		} else {
-			signer_link_error(err, sizeof(err), "export", r, reply);
-		}
-		respond_error(c->fd, 503, "export_failed", NULL, "the signer did not export run %s: %s", run_id, err);
-		goto out;
-	}
+/* The bundle the signer wrote into memfd, to the client, with its trust file and digest in the headers. */
+static void export_send(struct conn *c, struct box *b, const char *run_id, int memfd, const json_t *reply)
+{
+	_cleanup_free_ char *trust_b64 = NULL;
+	const char *trust = NULL, *sha = NULL;
+	char headers[4096];
+	struct stat st;
+	struct buf tb;
+	void *map;
+
 	if (json_get_string(reply, "trust", &trust) < 0 || json_get_string(reply, "sha256", &sha) < 0 ||
 	    fstat(memfd, &st) < 0 || st.st_size <= 0) {
 		respond_error(c->fd, 503, "export_failed", NULL, "the signer's export reply is incomplete");
-		goto out;
+		return;
 	}
-	{
-		struct buf tb;
-		if (buf_init(&tb, 8192, 0) >= 0) {
-			if (b64_encode(trust, strlen(trust), B64_URL, &tb) >= 0) {
-				(void)buf_dup_cstring(&tb, &trust_b64);
-			}
-			buf_release(&tb);
+	if (buf_init(&tb, 8192, 0) >= 0) {
+		if (b64_encode(trust, strlen(trust), B64_URL, &tb) >= 0) {
+			(void)buf_dup_cstring(&tb, &trust_b64);
 		}
+		buf_release(&tb);
 	}
 	map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, memfd, 0);
 	if (!trust_b64 || map == MAP_FAILED) {
-		map = NULL;
+		if (map != MAP_FAILED) {
+			(void)munmap(map, (size_t)st.st_size);
+		}
 		respond_error(c->fd, 500, "internal", NULL, "out of memory");
-		goto out;
+		return;
 	}
 	(void)snprintf(headers, sizeof(headers), "Tkbox-Trust: %s\r\nTkbox-Bundle-Sha256: %s\r\nTkbox-Run: %s\r\n",
 		       trust_b64, sha, run_id);
 	respond_raw(c->fd, 200, "application/zip", map, (size_t)st.st_size, headers);
+	(void)munmap(map, (size_t)st.st_size);
 	pthread_mutex_lock(&g.lock);
 	events_write(b, EV_LIFECYCLE, "run.exported",
 		     json_pack("{s:s,s:s,s:I}", "run_id", run_id, "sha256", sha, "bytes", (json_int_t)st.st_size));
 	pthread_mutex_unlock(&g.lock);
-out:
+}
+
+static void api_export(struct conn *c, const char *name)
+{
+	_cleanup_free_ char *run_id = NULL;
+	_cleanup_json_ json_t *reply = NULL;
+	char err[512] = "";
+	struct box *b = export_claim(c, name, &run_id);
+	int memfd = -1, r;
+
+	if (!b) {
+		return;
+	}
+	/* Export ends the run: its close reason says so. */
+	box_close_run(b, "exported");
+	memfd = memfd_create("tkbox-bundle", MFD_CLOEXEC);
+	/* The signer writes the whole bundle: its own deadline. */
+	r = memfd < 0 || !run_id
+		    ? -ENOMEM
+		    : signer_link_call(json_pack("{s:s,s:s}", "method", "export", "run_id", run_id), memfd, -1,
+				       (int64_t)clock_mono_ms() + (int64_t)DAEMON_EXPORT_TIMEOUT_S * 1000, &reply);
+	if (r == -ETIMEDOUT) {
+		(void)snprintf(err, sizeof(err), "the signer did not finish the export within %d s",
+			       DAEMON_EXPORT_TIMEOUT_S);
+	} else if (r < 0) {
+		signer_link_error(err, sizeof(err), "export", r, reply);
+	}
+	if (r < 0) {
+		respond_error(c->fd, 503, "export_failed", NULL, "the signer did not export run %s: %s",
+			      run_id ? run_id : name, err);
+	} else {
+		export_send(c, b, run_id, memfd, reply);
+	}
 	pthread_mutex_lock(&g.lock);
 	b->refs--;
 	pthread_mutex_unlock(&g.lock);
-	if (map) {
-		(void)munmap(map, (size_t)st.st_size);
-	}
 	if (memfd >= 0) {
 		(void)close(memfd);
 	}
 }
 
-static void api_list(struct conn *c)
+static void api_list(struct conn *c, const char *unused)
 {
 	json_t *a = json_array();
+
+	(void)unused;
 
 	pthread_mutex_lock(&g.lock);
 	for (struct box *b = g.boxes; a && b; b = b->next) {
@@ -2171,49 +2085,39 @@ static int read_request(struct conn *c)
 	return r;
 }
 
+static void api_info(struct conn *c, const char *unused)
+{
+	(void)unused;
+	pthread_mutex_lock(&g.lock);
+	respond_json(c->fd, 200,
+		     json_pack("{s:s,s:s,s:b,s:I,s:I}", "version", TKBOX_VERSION, "signer", g.signer_socket,
+			       "unrecorded", g.o.unrecorded, "boxes", (json_int_t)g.n_boxes, "max_boxes",
+			       (json_int_t)g.o.max_boxes));
+	pthread_mutex_unlock(&g.lock);
+}
+
+/* The handler of each route of api_routes[] (api-proto.c); each gets the {box} segment, or "". */
+static void (*const api_handlers[API_OP_COUNT])(struct conn *c, const char *box) = {
+	[API_OP_INFO] = api_info, [API_OP_LIST] = api_list, [API_OP_CREATE] = api_create, [API_OP_SHOW] = api_show,
+	[API_OP_RM] = api_rm,	  [API_OP_EXEC] = api_exec, [API_OP_STOP] = api_stop,	  [API_OP_EXPORT] = api_export,
+};
+
 static void route(struct conn *c)
 {
-	_cleanup_free_ char *copy = NULL;
-	const char *seg[HTTP_MAX_SEGMENTS];
-	size_t n = 0;
-	enum http_method m = c->req.method;
+	struct api_match m;
+	struct api_error e;
 
-	if (http_split_path(c->req.target, &copy, seg, &n) < 0 || n < 2 || strcmp(seg[0], "v1") != 0) {
-		respond_error(c->fd, 404, "not_found", NULL, "no such API path (this daemon speaks /v1)");
+	if (api_route(c->req.method, c->req.target, &m, &e) < 0) {
+		respond_api_error(c, &e);
 		return;
 	}
-	if (n == 2 && strcmp(seg[1], "info") == 0 && m == HTTP_GET) {
-		pthread_mutex_lock(&g.lock);
-		respond_json(c->fd, 200,
-			     json_pack("{s:s,s:s,s:b,s:I,s:I}", "version", TKBOX_VERSION, "signer", g.signer_socket,
-				       "unrecorded", g.o.unrecorded, "boxes", (json_int_t)g.n_boxes, "max_boxes",
-				       (json_int_t)g.o.max_boxes));
-		pthread_mutex_unlock(&g.lock);
+	/* create and exec decode their own bodies; the others take none. */
+	if (m.op != API_OP_CREATE && m.op != API_OP_EXEC &&
+	    api_decode_empty(buf_ptr(&c->body), buf_len(&c->body), &e) < 0) {
+		respond_api_error(c, &e);
 		return;
 	}
-	if (strcmp(seg[1], "boxes") != 0) {
-		respond_error(c->fd, 404, "not_found", NULL, "no such API path");
-		return;
-	}
-	if (n == 2 && m == HTTP_GET) {
-		api_list(c);
-	} else if (n == 2 && m == HTTP_POST) {
-		api_create(c);
-	} else if (n >= 3 && !door_box_name_ok(seg[2])) {
-		respond_error(c->fd, 400, "bad_request", NULL, "not a box name");
-	} else if (n == 3 && m == HTTP_GET) {
-		api_show(c, seg[2]);
-	} else if (n == 3 && m == HTTP_DELETE) {
-		api_rm(c, seg[2]);
-	} else if (n == 4 && m == HTTP_POST && strcmp(seg[3], "exec") == 0) {
-		api_exec(c, seg[2]);
-	} else if (n == 4 && m == HTTP_POST && strcmp(seg[3], "stop") == 0) {
-		api_stop(c, seg[2]);
-	} else if (n == 4 && m == HTTP_POST && strcmp(seg[3], "export") == 0) {
-		api_export(c, seg[2]);
-	} else {
-		respond_error(c->fd, 404, "not_found", NULL, "no such API path or method");
-	}
+	api_handlers[m.op](c, m.box);
 }
 
 static void *conn_thread(void *arg)
@@ -2295,37 +2199,7 @@ static void accept_one(int lfd)
 
 /* ---------------------------------------------------------------- setup and shutdown */
 
-const char *daemon_default_state_dir(void)
-{
-	static char buf[4096];
-	const char *e = getenv("TKBOX_STATE_DIR");
-	const char *home = getenv("HOME");
-
-	if (e && e[0] == '/') {
-		return e;
-	}
-	if (home && home[0] == '/' && snprintf(buf, sizeof(buf), "%s/.local/state/tkbox", home) < (int)sizeof(buf)) {
-		return buf;
-	}
-	return "/var/lib/tkbox";
-}
-
-int daemon_socket_path(const char *state_dir, char **ret)
-{
-	const char *e = getenv("TKBOX_SOCKET");
-	char *p = NULL;
-
-	if (e && e[0] == '/') {
-		p = strdup(e);
-	} else if (asprintf(&p, "%s/api/tkbox.sock", state_dir) < 0) {
-		p = NULL;
-	}
-	if (!p) {
-		return -ENOMEM;
-	}
-	*ret = p;
-	return 0;
-}
+/* daemon_default_state_dir() and daemon_socket_path() are in state-path.c (the lean CLI links them). */
 
 /*
  * A directory of this uid: created 0700, or an existing one that nobody else
@@ -2483,12 +2357,9 @@ static void shutdown_all(void)
 	}
 }
 
-int daemon_run(const struct daemon_opts *o)
+/* The options with their defaults, the signer's socket and the guest agent. */
+static int daemon_configure(const struct daemon_opts *o)
 {
-	_cleanup_free_ char *boxes = NULL;
-	sigset_t mask;
-	int lfd = -1, sfd = -1, r;
-
 	g.o = *o;
 	if (!g.o.max_boxes) {
 		g.o.max_boxes = DAEMON_DEFAULT_MAX_BOXES;
@@ -2510,7 +2381,7 @@ int daemon_run(const struct daemon_opts *o)
 		g.signer_socket = NULL;
 	}
 	if (!g.signer_socket || signer_link_init(g.signer_socket, g.o.signer_timeout_s) < 0) {
-		return 1;
+		return -ENOMEM;
 	}
 	if (o->guest_bin) {
 		g.guest_bin = realpath(o->guest_bin, NULL);
@@ -2520,9 +2391,17 @@ int daemon_run(const struct daemon_opts *o)
 	if (!g.guest_bin) {
 		fprintf(stderr, "tkbox daemon: the guest agent tkbox-guest-linux-amd64 was not found next to tkbox; "
 				"pass --guest FILE\n");
-		return 1;
+		return -ENOENT;
 	}
-	r = mkdir_parents(g.o.state_dir);
+	return 0;
+}
+
+/* The state directory (0700, ours) and its boxes/. */
+static int daemon_state_dir(void)
+{
+	_cleanup_free_ char *boxes = NULL;
+	int r = mkdir_parents(g.o.state_dir);
+
 	if (r >= 0) {
 		r = mkdir_private(g.o.state_dir, false);
 	}
@@ -2531,52 +2410,52 @@ int daemon_run(const struct daemon_opts *o)
 			"tkbox daemon: state directory %s: %s (it must be a directory of uid %u that no one else may "
 			"write; tkbox creates it with mode 0700 when it does not exist)\n",
 			g.o.state_dir, tk_strerror(r < 0 ? r : -ENOMEM), (unsigned)geteuid());
-		return 1;
+		return r < 0 ? r : -ENOMEM;
 	}
 	(void)mkdir(boxes, 0700);
+	return 0;
+}
 
-	/* Fail closed: no signer, no daemon (unless told to record nothing). */
+/* Fail closed: no signer, no daemon (unless told to record nothing). */
+static int daemon_check_signer(void)
+{
+	_cleanup_json_ json_t *st = NULL;
+	char err[512] = "";
+	int r;
+
 	if (g.o.unrecorded) {
 		fprintf(stderr,
 			"tkbox daemon: WARNING: --unrecorded: NOTHING THESE BOXES DO IS DECIDED OR RECORDED.\n"
 			"tkbox daemon: WARNING: no signer is asked about any command; no bundle can be exported.\n");
-	} else {
-		_cleanup_json_ json_t *st = NULL;
-		char err[512] = "";
-		r = signer_link_once(json_pack("{s:s}", "method", "status"), &st, err, sizeof(err));
-		if (r < 0) {
-			fprintf(stderr,
-				"tkbox daemon: no signer answers at %s (%s): start one (tkbox-signer up --wait), pass "
-				"--signer SOCK, or run with --unrecorded to record nothing\n",
-				g.signer_socket, err);
-			return 1;
-		}
+		return 0;
 	}
-	if (daemon_socket_path(g.o.state_dir, &g.sock_path) < 0) {
-		return 1;
+	r = signer_link_once(json_pack("{s:s}", "method", "status"), &st, err, sizeof(err));
+	if (r < 0) {
+		fprintf(stderr,
+			"tkbox daemon: no signer answers at %s (%s): start one (tkbox-signer up --wait), pass "
+			"--signer SOCK, or run with --unrecorded to record nothing\n",
+			g.signer_socket, err);
 	}
+	return r;
+}
 
-	/* Signals go to the main loop only; threads and supervisors never see them. */
+/* Signals go to the main loop only (a signalfd); threads and supervisors never see them. */
+static int daemon_signals(void)
+{
+	sigset_t mask;
+
 	(void)sigemptyset(&mask);
 	(void)sigaddset(&mask, SIGTERM);
 	(void)sigaddset(&mask, SIGINT);
 	(void)sigaddset(&mask, SIGHUP);
 	(void)pthread_sigmask(SIG_BLOCK, &mask, NULL);
 	(void)signal(SIGPIPE, SIG_IGN);
-	sfd = signalfd(-1, &mask, SFD_CLOEXEC);
-	if (sfd < 0) {
-		return 1;
-	}
-	r = listen_api(&lfd);
-	if (r < 0) {
-		return 1;
-	}
-	pthread_mutex_lock(&g.lock);
-	load_boxes();
-	pthread_mutex_unlock(&g.lock);
-	log_info("listening on %s (signer %s%s, state %s, accel %s, at most %u boxes)", g.sock_path, g.signer_socket,
-		 g.o.unrecorded ? ", UNRECORDED" : "", g.o.state_dir, g.o.accel, g.o.max_boxes);
+	return signalfd(-1, &mask, SFD_CLOEXEC);
+}
 
+/* Accept API connections until SIGTERM or SIGINT. */
+static void daemon_serve(int lfd, int sfd)
+{
 	for (;;) {
 		struct pollfd p[2] = { { .fd = lfd, .events = POLLIN }, { .fd = sfd, .events = POLLIN } };
 		if (poll(p, 2, -1) < 0) {
@@ -2596,6 +2475,26 @@ int daemon_run(const struct daemon_opts *o)
 			accept_one(lfd);
 		}
 	}
+}
+
+int daemon_run(const struct daemon_opts *o)
+{
+	int lfd = -1, sfd = -1;
+
+	if (daemon_configure(o) < 0 || daemon_state_dir() < 0 || daemon_check_signer() < 0 ||
+	    daemon_socket_path(g.o.state_dir, &g.sock_path) < 0) {
+		return 1;
+	}
+	sfd = daemon_signals();
+	if (sfd < 0 || listen_api(&lfd) < 0) {
+		return 1;
+	}
+	pthread_mutex_lock(&g.lock);
+	load_boxes();
+	pthread_mutex_unlock(&g.lock);
+	log_info("listening on %s (signer %s%s, state %s, accel %s, at most %u boxes)", g.sock_path, g.signer_socket,
+		 g.o.unrecorded ? ", UNRECORDED" : "", g.o.state_dir, g.o.accel, g.o.max_boxes);
+	daemon_serve(lfd, sfd);
 	/* New connections are refused from here on. */
 	(void)close(lfd);
 	(void)unlink(g.sock_path);

@@ -27,7 +27,7 @@
 #define HTTP_MAX_RESPONSE_HEAD 16384
 #define HTTP_MAX_HEADER_VALUE 4096 /* a response header value the client keeps */
 
-/* The Upgrade token of an exec stream (after a 101 the connection carries exec frames, stream.h). */
+/* The Upgrade token of an exec stream (after a 101 the connection carries exec frames, common/exec-stream.h). */
 #define HTTP_EXEC_UPGRADE "tkbox-exec/1"
 
 enum http_method {

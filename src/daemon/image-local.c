@@ -13,7 +13,7 @@
 #ifdef TKBOX_HAVE_IMAGES
 #include "image/image-answer.h"
 #include "image/image.h"
-#include "image/workspace.h"
+#include "image/workspace-answer.h"
 #endif
 
 void local_image_release(struct local_image *r)
@@ -188,22 +188,90 @@ int image_local_resolve(const char *state_dir, const char *image, unsigned size_
 }
 
 #ifdef TKBOX_HAVE_IMAGES
-/* What the workspace builder left out goes to the daemon's log: the first few paths, then a count. */
-#define WORKSPACE_NOTICES_LOGGED 32
-struct ws_notices {
-	const char *workspace;
-	unsigned long n;
-};
-
-static void ws_notice(void *userdata, const char *rel, const char *why)
+/* What the workspace builder left out goes to the daemon's log: the paths its answer names, then a count. */
+static void ws_log_left_out(const char *workspace, const struct workspace_answer *a)
 {
-	struct ws_notices *w = userdata;
 	char q1[LOG_QUOTE_BUFSIZE], q2[LOG_QUOTE_BUFSIZE];
+	uint64_t total = a->stats.credentials + a->stats.skipped;
 
-	if (w->n++ < WORKSPACE_NOTICES_LOGGED) {
-		log_info("workspace %s: left out %s: %s", log_quote(w->workspace, strlen(w->workspace), q1),
-			 log_quote(rel, strlen(rel), q2), why);
+	for (size_t i = 0; i < a->n_left_out; i++) {
+		log_info("workspace %s: left out %s: %s", log_quote(workspace, strlen(workspace), q1),
+			 log_quote(a->left_out[i].path, strlen(a->left_out[i].path), q2), a->left_out[i].why);
 	}
+	if (!a->error && total > a->n_left_out) {
+		log_info("workspace %s: %llu more paths left out", log_quote(workspace, strlen(workspace), q1),
+			 (unsigned long long)(total - a->n_left_out));
+	}
+}
+
+/*
+ * Take the child's ext4 out of its build directory: a regular file with one
+ * link (not a symlink or a hard link to a file the child could not write),
+ * renamed to final.
+ */
+static int ws_take_file(const char *built, const char *final)
+{
+	_cleanup_close_ int fd = open(built, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	struct stat st;
+
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		return negative_errno();
+	}
+	if (!S_ISREG(st.st_mode) || st.st_nlink != 1) {
+		return -EPROTO;
+	}
+	return rename(built, final) < 0 ? negative_errno() : 0;
+}
+
+/*
+ * The workspace builder runs as a child (`tkbox workspace build --json`),
+ * confined to out_dir/workspace.build (SANDBOX_WORKSPACE): git, its listing,
+ * the copy and mkfs.ext4 never run in the daemon. The daemon reads its one
+ * answer (src/image/workspace-answer.h) and takes the ext4 file.
+ */
+static int ws_build_child(const char *exe, const char *workspace, const char *out_dir, struct local_image *ref,
+			  char *err, size_t err_size)
+{
+	_cleanup_free_ char *bdir = NULL, *built = NULL;
+	_cleanup_close_ int ofd = -1;
+	struct image_diag diag = { .msg = "" };
+	struct workspace_answer a = { 0 };
+	int r;
+
+	if (asprintf(&bdir, "%s/workspace.build", out_dir) < 0 || asprintf(&built, "%s/workspace.ext4", bdir) < 0) {
+		return -ENOMEM;
+	}
+	ofd = open(out_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (ofd < 0) {
+		return negative_errno();
+	}
+	/* a build dir an earlier failed start left goes first: the child gets an empty one */
+	if ((r = image_rm_rf_at(ofd, "workspace.build")) < 0 || mkdirat(ofd, "workspace.build", 0700) < 0) {
+		r = r < 0 ? r : negative_errno();
+		(void)snprintf(err, err_size, "workspace %s: creating %s: %s", workspace, bdir, tk_strerror(r));
+		return r;
+	}
+	r = workspace_answer_exec(exe, workspace, built, &a, &diag);
+	if (r >= 0) {
+		ws_log_left_out(workspace, &a);
+		if (a.error) {
+			(void)snprintf(err, err_size, "workspace %s: %s", workspace, a.error);
+			r = -EIO;
+		} else {
+			r = ws_take_file(built, ref->path);
+			if (r < 0) {
+				(void)snprintf(err, err_size,
+					       "workspace %s: the builder's ext4 file is not a regular file of its own "
+					       "(%s)",
+					       workspace, tk_strerror(r));
+			}
+		}
+	} else {
+		(void)snprintf(err, err_size, "workspace %s: %s", workspace, diag.msg[0] ? diag.msg : tk_strerror(r));
+	}
+	workspace_answer_release(&a);
+	(void)image_rm_rf_at(ofd, "workspace.build");
+	return r;
 }
 #endif
 
@@ -218,9 +286,6 @@ int workspace_local_resolve(const char *state_dir, const char *workspace, const 
 	}
 #ifdef TKBOX_HAVE_IMAGES
 	if (S_ISDIR(st.st_mode)) {
-		struct image_diag diag = { .msg = "" };
-		struct workspace_stats ws = { 0 };
-		struct ws_notices wn = { .workspace = workspace };
 		struct local_image ref = { 0 };
 		char hexd[65];
 		int r;
@@ -230,26 +295,18 @@ int workspace_local_resolve(const char *state_dir, const char *workspace, const 
 			return -ENOMEM;
 		}
 		(void)unlink(ref.path);
-		r = workspace_build(&(struct workspace_opts){ .dir = workspace,
-							      .out = ref.path,
-							      .notice = ws_notice,
-							      .userdata = &wn,
-							      .diag = &diag },
-				    &ws);
-		if (wn.n > WORKSPACE_NOTICES_LOGGED) {
-			char q[LOG_QUOTE_BUFSIZE];
-			log_info("workspace %s: %lu more paths left out", log_quote(workspace, strlen(workspace), q),
-				 wn.n - WORKSPACE_NOTICES_LOGGED);
-		}
+		r = ws_build_child("/proc/self/exe", workspace, out_dir, &ref, err, err_size);
 		if (r >= 0) {
 			r = vm_file_sha256(ref.path, hexd);
+			if (r < 0) {
+				(void)snprintf(err, err_size, "workspace %s: %s", workspace, tk_strerror(r));
+			}
 		}
 		if (r >= 0 && asprintf(&ref.digest, "sha256:%s", hexd) < 0) {
 			r = -ENOMEM;
+			(void)snprintf(err, err_size, "workspace %s: %s", workspace, tk_strerror(r));
 		}
 		if (r < 0) {
-			(void)snprintf(err, err_size, "workspace %s: %s", workspace,
-				       diag.msg[0] ? diag.msg : tk_strerror(r));
 			local_image_release(&ref);
 			return r;
 		}

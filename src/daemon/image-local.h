@@ -48,7 +48,13 @@ void local_image_release(struct local_image *r);
 _wur_ int image_local_resolve(const char *state_dir, const char *image, unsigned size_mib,
 			      const struct local_image_opts *o, struct local_image *ret, char *err, size_t err_size);
 
-/* The workspace into out_dir/workspace.ext4 (or the named ext4 file). */
+/*
+ * The workspace into out_dir/workspace.ext4 (or the named ext4 file). A git
+ * checkout is snapshotted by a child `/proc/self/exe workspace build --json`
+ * (workspace_answer_exec), confined
+ * (SANDBOX_WORKSPACE) to out_dir/workspace.build: this process never runs
+ * git or mkfs.ext4 on it nor parses its listing.
+ */
 _wur_ int workspace_local_resolve(const char *state_dir, const char *workspace, const char *out_dir,
 				  struct local_image *ret, char *err, size_t err_size);
 

@@ -5,6 +5,7 @@
 #include "banned.h"
 #include "daemon/ipc.h"
 #include "daemon/supmsg.h"
+#include "json.h"
 
 int ipc_send(int sock, const json_t *v, const int *fds, size_t nfds)
 {
@@ -44,6 +45,24 @@ int ipc_send(int sock, const json_t *v, const int *fds, size_t nfds)
 		return negative_errno();
 	}
 	return (size_t)w == n ? 0 : -EIO;
+}
+
+int ipc_send_msg(int sock, struct supmon *mon, enum supmsg_dir dir, const struct supmsg *m, const int *fds,
+		 const char **ret_why)
+{
+	_cleanup_json_ json_t *v = NULL;
+	int r = supmon_check(mon, dir, m, ret_why);
+
+	if (r >= 0) {
+		r = supmsg_encode(m, &v);
+	}
+	if (r >= 0) {
+		r = ipc_send(sock, v, fds, supmsg_fds(m));
+	}
+	if (r >= 0) {
+		r = supmon_apply(mon, dir, m, ret_why);
+	}
+	return r;
 }
 
 int ipc_recv(int sock, struct buf *out, int *fds, size_t max_fds, size_t *ret_nfds)

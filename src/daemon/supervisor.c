@@ -14,9 +14,9 @@
 #include "daemon/door.h"
 #include "daemon/ipc.h"
 #include "daemon/sandbox.h"
-#include "daemon/stream.h"
 #include "daemon/supervisor.h"
 #include "daemon/supmsg.h"
+#include "exec-stream.h"
 #include "json.h"
 #include "log.h"
 #include "vmm/vm-box.h"
@@ -37,7 +37,7 @@ struct sx {
 	bool started;
 	bool finished; /* EXIT/ERROR seen: flush and close */
 	bool held; /* finished, its EXIT held until the daemon recorded the completion */
-	uint8_t exit_frame[5];
+	struct exit_status sent_exit; /* what the held EXIT frame carries */
 	uint64_t held_until_ms; /* a release that never comes does not hold the client forever */
 	bool killed; /* we sent SIGKILL */
 	uint64_t kill_grace_ms; /* past it, a killed command the guest never ended is ended by the host */
@@ -55,8 +55,8 @@ struct sx {
 	struct frame_decoder dec;
 	struct buf out;
 	/* result */
-	bool exited;
-	int code, sig;
+	bool has_exit; /* the agent reported how the command ended */
+	struct exit_status exit;
 	char *error;
 };
 
@@ -69,7 +69,9 @@ struct sup {
 	bool stopping;
 	const char *stop_reason;
 	char lost[256]; /* why the agent connection ended, when it did */
+	char refused[512]; /* why a daemon message was refused, when one was */
 	struct buf msg;
+	struct supmon mon; /* what the daemon and this side may send now (supmsg.h) */
 };
 
 static uint64_t now_ms(void)
@@ -77,32 +79,52 @@ static uint64_t now_ms(void)
 	return vm_box_now_ns() / 1000000ull;
 }
 
-static void send_ctl(struct sup *s, json_t *v)
+/* Every message to the daemon goes through the monitor and the one encoder (supmsg.c). */
+static int send_msg(struct sup *s, const struct supmsg *m)
 {
-	if (v) {
-		int r = ipc_send(s->ctl, v, NULL, 0);
-		if (r < 0) {
-			log_warn("supervisor: telling the daemon: %s", tk_strerror(r));
-		}
-		json_decref(v);
+	const char *why = NULL;
+	int r = ipc_send_msg(s->ctl, &s->mon, SUPMSG_TO_DAEMON, m, NULL, &why);
+
+	if (r < 0) {
+		log_warn("supervisor: telling the daemon %s: %s", supmsg_op_name(m->op), why ? why : tk_strerror(r));
 	}
+	return r;
 }
 
 static void send_event(struct sup *s, const char *event, const char *detail)
 {
-	json_t *v = json_pack("{s:s,s:s}", "op", "event", "event", event);
-	if (v && detail) {
-		(void)json_object_set_new(v, "detail", json_string(detail));
-	}
-	send_ctl(s, v);
+	struct supmsg m = { .op = SUPMSG_EVENT, .event = (char *)event, .detail = (char *)detail };
+
+	(void)send_msg(s, &m);
 }
 
-static void sx_frame(struct sx *x, uint8_t type, const void *p, size_t n)
+static void send_text(struct sup *s, enum supmsg_op op, const char *text)
 {
+	struct supmsg m = { .op = op };
+
+	if (op == SUPMSG_FAILED) {
+		m.message = (char *)text;
+	} else {
+		m.reason = (char *)text;
+	}
+	(void)send_msg(s, &m);
+}
+
+/* Queue one exec stream frame for the client (exec-stream.c encodes it). */
+static void sx_queue(struct sx *x, const struct exs_frame *f)
+{
+	int r;
+
 	if (x->fd < 0 || x->client_gone) {
 		return;
 	}
-	if (frame_encode(&x->out, type, p, n) < 0) {
+	r = exs_encode(f, &x->out);
+	if (r == -EINVAL || r == -EPROTO) {
+		log_warn("supervisor: exec %lld: frame 0x%02x not sent: %s", (long long)x->exec, f->type,
+			 tk_strerror(r));
+		return;
+	}
+	if (r < 0) {
 		/* The client does not read: the command cannot go on writing to it. */
 		x->client_gone = true;
 		if (!x->why) {
@@ -113,6 +135,41 @@ static void sx_frame(struct sx *x, uint8_t type, const void *p, size_t n)
 		if (buf_init(&x->out, SUPERVISOR_EXEC_OUT_MAX, 0) < 0) {
 			log_warn("supervisor: exec %lld: output queue", (long long)x->exec);
 		}
+	}
+}
+
+static void sx_frame(struct sx *x, uint8_t type, const void *p, size_t n)
+{
+	struct exs_frame f = { .type = type, .data = p, .len = n };
+
+	sx_queue(x, &f);
+}
+
+static void sx_text(struct sx *x, const char *text)
+{
+	sx_frame(x, EXS_ERROR, text, MIN(strlen(text), EXS_MAX_ERROR));
+}
+
+static void sx_exit(struct sx *x, const struct exit_status *st)
+{
+	struct exs_frame f = { .type = EXS_EXIT, .exit = *st };
+
+	sx_queue(x, &f);
+}
+
+static void sx_credit(struct sx *x, uint32_t credit)
+{
+	struct exs_frame f = { .type = EXS_CREDIT, .credit = credit };
+
+	sx_queue(x, &f);
+}
+
+/* The held EXIT goes to the client now (the daemon released it, it waited too long, or the box stops). */
+static void sx_unhold(struct sx *x)
+{
+	if (x->held) {
+		sx_exit(x, &x->sent_exit);
+		x->held = false;
 	}
 }
 
@@ -155,94 +212,66 @@ static void sx_kill(struct sup *s, struct sx *x, const char *why)
 	}
 }
 
+/* Streamed stdin's digest as hex into ret (65 bytes), or "" when there is none. */
+static void stdin_digest(struct sx *x, char ret[static 65])
+{
+	uint8_t h[SHA256_LEN];
+	struct buf hx;
+
+	ret[0] = '\0';
+	if (x->stdin_mode != SX_STDIN_STREAM || !x->in_hash || sha256_final(x->in_hash, h) < 0 ||
+	    buf_init(&hx, 65, 0) < 0) {
+		return;
+	}
+	if (hex_encode(h, sizeof(h), &hx) >= 0 && buf_len(&hx) == 64) {
+		memcpy(ret, buf_ptr(&hx), 64);
+		ret[64] = '\0';
+	}
+	buf_release(&hx);
+}
+
 /* The command is over: tell the client and the daemon. */
 static void sx_finish(struct sup *s, struct sx *x)
 {
-	uint8_t ex[5];
-	uint32_t v;
-	json_t *done;
-	bool ok = x->exited && x->code == 0 && !x->error;
+	struct supmsg done = { .op = SUPMSG_DONE, .exec = x->exec, .has_exit = x->has_exit, .exit = x->exit };
+	char hex[65];
 
 	x->finished = true;
 	if (x->why) {
-		sx_frame(x, EXS_ERROR, x->why, strlen(x->why));
+		sx_text(x, x->why);
 	}
 	if (x->error && x->why != x->error) {
-		sx_frame(x, EXS_ERROR, x->error, strlen(x->error));
+		sx_text(x, x->error);
 	}
-	if (x->exited || x->sig) {
-		ex[0] = x->exited ? EXS_EXIT_EXITED : EXS_EXIT_SIGNAL;
-		v = x->exited ? (uint32_t)x->code : (uint32_t)x->sig;
-	} else {
-		ex[0] = EXS_EXIT_EXITED;
-		v = x->started ? 125 : 127;
-	}
-	ex[1] = (uint8_t)(v >> 24);
-	ex[2] = (uint8_t)(v >> 16);
-	ex[3] = (uint8_t)(v >> 8);
-	ex[4] = (uint8_t)v;
+	/* The client's exit status: how the command ended, else 125 (it started) or 127 (it never did). */
+	x->sent_exit = x->has_exit ? x->exit
+				   : (struct exit_status){ .kind = EXIT_KIND_EXITED, .value = x->started ? 125 : 127 };
 	if (s->stopping) {
-		sx_frame(x, EXS_EXIT, ex, sizeof(ex));
+		sx_exit(x, &x->sent_exit);
 	} else {
 		/* When the client sees the exit status, the completion is in the record (or its loss is). */
-		memcpy(x->exit_frame, ex, sizeof(ex));
 		x->held = true;
 		x->held_until_ms = now_ms() + SUP_RELEASE_WAIT_MS;
 	}
 
-	done = json_pack("{s:s,s:I,s:s}", "op", "done", "exec", (json_int_t)x->exec, "status", ok ? "ok" : "error");
-	if (done && x->exited) {
-		(void)json_object_set_new(done, "exit_code", json_integer(x->code));
-	} else if (done && x->sig) {
-		(void)json_object_set_new(done, "signal", json_integer(x->sig));
+	done.error = x->why ? x->why : x->error;
+	done.ok = x->has_exit && x->exit.kind == EXIT_KIND_EXITED && x->exit.value == 0 && !done.error;
+	stdin_digest(x, hex);
+	if (hex[0]) {
+		done.stdin_sha256 = hex;
+		done.stdin_bytes = (int64_t)x->in_total;
 	}
-	if (done && (x->error || x->why)) {
-		(void)json_object_set_new(done, "error", json_string(x->why ? x->why : x->error));
+	if (send_msg(s, &done) < 0 && done.error) {
+		/* A guest's error text that does not encode (cut mid-character): the result still goes. */
+		done.error = "the command's error text could not be sent";
+		(void)send_msg(s, &done);
 	}
-	if (done && x->stdin_mode == SX_STDIN_STREAM && x->in_hash) {
-		uint8_t h[SHA256_LEN];
-		struct buf hx;
-		char *hs = NULL;
-		if (sha256_final(x->in_hash, h) >= 0 && buf_init(&hx, 65, 0) >= 0) {
-			if (hex_encode(h, sizeof(h), &hx) >= 0 && buf_dup_cstring(&hx, &hs) >= 0) {
-				(void)json_object_set_new(done, "stdin_sha256", json_string(hs));
-				(void)json_object_set_new(done, "stdin_bytes", json_integer((json_int_t)x->in_total));
-			}
-			buf_release(&hx);
-			free(hs);
-		}
-	}
-	send_ctl(s, done);
 }
 
 static int set_nonblock(int fd)
 {
 	int fl = fcntl(fd, F_GETFL);
 	return fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 ? negative_errno() : 0;
-}
-
-static char **strv_from_json(const json_t *a, size_t max)
-{
-	size_t n;
-	char **v;
-
-	if (!json_is_array(a) || json_array_size(a) > max) {
-		return NULL;
-	}
-	n = json_array_size(a);
-	v = calloc(n + 1, sizeof(*v));
-	for (size_t i = 0; v && i < n; i++) {
-		const char *str = json_string_value(json_array_get(a, i));
-		v[i] = str ? strdup(str) : NULL;
-		if (!v[i]) {
-			for (size_t k = 0; k < i; k++) {
-				free(v[k]);
-			}
-			free(v);
-			return NULL;
-		}
-	}
-	return v;
 }
 
 /* Read the up-front stdin the daemon decided on (a sealed memfd, at most DOOR_MAX_STDIN). */
@@ -276,13 +305,18 @@ static int read_upfront(int fd, struct buf *in)
 	return 0;
 }
 
-static void start_exec(struct sup *s, json_t *m, int *fds, size_t nfds)
+/* An exec the supervisor cannot take is answered at once: done with an error (its client's stream just ends). */
+static void refuse_exec(struct sup *s, int64_t exec, const char *why)
+{
+	struct supmsg done = { .op = SUPMSG_DONE, .exec = exec, .error = (char *)why };
+
+	(void)send_msg(s, &done);
+}
+
+static void start_exec(struct sup *s, const struct supmsg *m, int *fds)
 {
 	struct sx *x = NULL;
-	_cleanup_(strv_freep) char **argv = NULL, **env = NULL;
-	const char *cwd = NULL, *mode = NULL;
-	int64_t exec = 0, timeout_s = 0;
-	int r = -EINVAL;
+	int r;
 
 	for (size_t i = 0; i < ARRAY_SIZE(s->x); i++) {
 		if (!s->x[i].used) {
@@ -290,25 +324,16 @@ static void start_exec(struct sup *s, json_t *m, int *fds, size_t nfds)
 			break;
 		}
 	}
-	if (json_get_int(m, "exec", &exec) < 0 || json_get_string(m, "stdin", &mode) < 0 ||
-	    json_get_int(m, "timeout_s", &timeout_s) < 0 || nfds < 1) {
-		goto refuse;
+	if (!x) {
+		refuse_exec(s, m->exec, "the box runs 64 commands already");
+		return;
 	}
-	if (json_get_string(m, "cwd", &cwd) < 0) {
-		cwd = NULL;
-	}
-	argv = strv_from_json(json_object_get(m, "argv"), DOOR_MAX_ARGS);
-	env = strv_from_json(json_object_get(m, "env"), DOOR_MAX_ENV);
-	if (!argv || !argv[0] || !env || !x) {
-		r = x ? -EINVAL : -EBUSY;
-		goto refuse;
-	}
-	*x = (struct sx){ .used = true, .exec = exec, .fd = fds[0] };
+	*x = (struct sx){ .used = true, .exec = m->exec, .fd = fds[0] };
 	fds[0] = -1;
-	x->stdin_mode = strcmp(mode, "upfront") == 0  ? SX_STDIN_UPFRONT
-			: strcmp(mode, "stream") == 0 ? SX_STDIN_STREAM
-						      : SX_STDIN_NONE;
-	x->deadline_ms = now_ms() + (uint64_t)timeout_s * 1000;
+	x->stdin_mode = m->stdin_mode == SUPMSG_STDIN_UPFRONT  ? SX_STDIN_UPFRONT
+			: m->stdin_mode == SUPMSG_STDIN_STREAM ? SX_STDIN_STREAM
+							       : SX_STDIN_NONE;
+	x->deadline_ms = now_ms() + (uint64_t)m->timeout_s * 1000;
 	r = set_nonblock(x->fd);
 	if (r >= 0) {
 		r = frame_decoder_init(&x->dec, EXS_MAX_FRAME);
@@ -320,14 +345,14 @@ static void start_exec(struct sup *s, json_t *m, int *fds, size_t nfds)
 		r = buf_init(&x->in, MAX(DOOR_MAX_STDIN, (size_t)EXS_STDIN_WINDOW), 0);
 	}
 	if (r >= 0 && x->stdin_mode == SX_STDIN_UPFRONT) {
-		r = nfds >= 2 ? read_upfront(fds[1], &x->in) : -EINVAL;
+		r = read_upfront(fds[1], &x->in);
 		x->in_eof = true;
 	}
 	if (r >= 0 && x->stdin_mode == SX_STDIN_STREAM) {
 		r = sha256_new(&x->in_hash);
 	}
 	if (r >= 0) {
-		r = agent_client_exec(s->box->agent, argv, env, cwd && *cwd ? cwd : NULL,
+		r = agent_client_exec(s->box->agent, m->argv, m->env, m->cwd && *m->cwd ? m->cwd : NULL,
 				      x->stdin_mode != SX_STDIN_NONE, &x->agent_id);
 	}
 	if (r < 0) {
@@ -337,46 +362,39 @@ static void start_exec(struct sup *s, json_t *m, int *fds, size_t nfds)
 		return;
 	}
 	if (x->stdin_mode == SX_STDIN_STREAM) {
-		uint8_t c[4] = { EXS_STDIN_WINDOW >> 24, (EXS_STDIN_WINDOW >> 16) & 0xff,
-				 (EXS_STDIN_WINDOW >> 8) & 0xff, EXS_STDIN_WINDOW & 0xff };
-		sx_frame(x, EXS_CREDIT, c, sizeof(c));
+		sx_credit(x, EXS_STDIN_WINDOW);
 	}
-	return;
-
-refuse : {
-	json_t *done = json_pack("{s:s,s:I,s:s,s:s}", "op", "done", "exec", (json_int_t)(exec > 0 ? exec : 1), "status",
-				 "error", "error",
-				 r == -EBUSY ? "the box runs 64 commands already" : "malformed exec request");
-	send_ctl(s, done);
-}
 }
 
-/* Handle one frame from an exec client. */
+/* Handle one frame from an exec client (exec-stream.c decodes it). */
 static void client_frame(struct sup *s, struct sx *x, uint8_t type, const struct buf *p)
 {
-	switch (type) {
+	struct exs_frame f;
+
+	if (exs_decode(EXS_FROM_CLIENT, type, buf_ptr(p), buf_len(p), &f) < 0) {
+		x->client_gone = true;
+		sx_kill(s, x, "the client broke the exec stream protocol");
+		return;
+	}
+	switch (f.type) {
 	case EXS_STDIN:
-		if (x->stdin_mode != SX_STDIN_STREAM || x->in_eof || buf_len(p) == 0 ||
-		    buf_len(&x->in) + buf_len(p) > EXS_STDIN_WINDOW) {
+		if (x->stdin_mode != SX_STDIN_STREAM || x->in_eof || buf_len(&x->in) + f.len > EXS_STDIN_WINDOW) {
 			x->client_gone = true; /* beyond its credit: a broken client */
 			sx_kill(s, x, "the client broke the exec stream protocol");
 			return;
 		}
-		if (buf_put(&x->in, buf_ptr(p), buf_len(p)) < 0 ||
-		    sha256_update(x->in_hash, buf_ptr(p), buf_len(p)) < 0) {
+		if (buf_put(&x->in, f.data, f.len) < 0 || sha256_update(x->in_hash, f.data, f.len) < 0) {
 			sx_kill(s, x, "out of memory");
 			return;
 		}
-		x->in_total += buf_len(p);
+		x->in_total += f.len;
 		return;
 	case EXS_STDIN_EOF:
 		x->in_eof = true;
 		return;
 	case EXS_SIGNAL:
-		if (buf_len(p) == 1 && agent_signal_allowed(buf_ptr(p)[0]) && !x->finished) {
-			if (agent_client_signal(s->box->agent, x->agent_id, buf_ptr(p)[0]) < 0) {
-				log_warn("supervisor: signal for exec %lld not sent", (long long)x->exec);
-			}
+		if (!x->finished && agent_client_signal(s->box->agent, x->agent_id, f.signal) < 0) {
+			log_warn("supervisor: signal for exec %lld not sent", (long long)x->exec);
 		}
 		return;
 	default:
@@ -461,9 +479,7 @@ static void push_stdin(struct sup *s, struct sx *x)
 		}
 	}
 	if (x->credit_owed >= EXS_STDIN_WINDOW / 4 || (x->credit_owed > 0 && buf_len(&x->in) == 0)) {
-		uint32_t c = x->credit_owed;
-		uint8_t b[4] = { (uint8_t)(c >> 24), (uint8_t)(c >> 16), (uint8_t)(c >> 8), (uint8_t)c };
-		sx_frame(x, EXS_CREDIT, b, sizeof(b));
+		sx_credit(x, x->credit_owed);
 		x->credit_owed = 0;
 	}
 	if (x->in_eof && buf_len(&x->in) == 0 && x->started) {
@@ -526,9 +542,8 @@ static void agent_event(struct sup *s, const struct agent_event *ev)
 		box_out_check(s);
 		break;
 	case AGENT_EV_EXIT:
-		x->exited = ev->exited;
-		x->code = ev->exited ? ev->code : 0;
-		x->sig = ev->exited ? 0 : ev->signal;
+		x->has_exit = true;
+		x->exit = ev->exit;
 		sx_finish(s, x);
 		break;
 	case AGENT_EV_ERROR:
@@ -547,63 +562,39 @@ static void agent_event(struct sup *s, const struct agent_event *ev)
 }
 
 /* The daemon recorded the completion: the client gets the exit status now. */
-static void release_exec(struct sup *s, const json_t *m)
+static void release_exec(struct sup *s, int64_t exec)
 {
-	int64_t exec;
-
-	if (json_get_int(m, "exec", &exec) < 0) {
-		return;
-	}
 	for (size_t i = 0; i < ARRAY_SIZE(s->x); i++) {
 		struct sx *x = &s->x[i];
 		if (x->used && x->held && x->exec == exec) {
-			sx_frame(x, EXS_EXIT, x->exit_frame, sizeof(x->exit_frame));
-			x->held = false;
+			sx_unhold(x);
 		}
 	}
 }
 
-static int boot(struct sup *s, json_t *m)
+static int boot(struct sup *s, const struct supmsg *m)
 {
 	struct vm_box_opts o = { 0 };
-	_cleanup_(strv_freep) char **env = NULL;
-	const char *accel = "auto", *workspace = NULL, *kernel = NULL, *modules = NULL;
-	int64_t vcpus = 0, mem = 0, scratch = 0, lifetime = 0;
 	int r;
 
-	if (json_get_string(m, "box_id", &o.box_id) < 0 || json_get_string(m, "rootfs", &o.rootfs) < 0 ||
-	    json_get_string(m, "state_dir", &o.state_dir) < 0 || json_get_string(m, "guest", &o.guest_bin) < 0 ||
-	    json_get_int(m, "vcpus", &vcpus) < 0 || json_get_int(m, "mem_mib", &mem) < 0 ||
-	    json_get_int(m, "scratch_mib", &scratch) < 0 || json_get_int(m, "lifetime_s", &lifetime) < 0) {
-		return -EINVAL;
-	}
-	(void)json_get_string(m, "accel", &accel);
-	if (json_get_string(m, "workspace", &workspace) < 0) {
-		workspace = NULL;
-	}
-	if (json_get_string(m, "console_keep", &o.console_keep) < 0) {
-		o.console_keep = NULL;
-	}
-	if (json_get_string(m, "kernel", &kernel) < 0 || json_get_string(m, "modules", &modules) < 0) {
-		kernel = modules = NULL;
-	}
-	env = strv_from_json(json_object_get(m, "env"), BOOT_MAX_ENV);
-	if (!env) {
-		return -EINVAL;
-	}
-	r = vm_accel_parse(accel, &o.accel);
+	o.box_id = m->box_id;
+	o.rootfs = m->rootfs;
+	o.state_dir = m->state_dir;
+	o.guest_bin = m->guest;
+	o.console_keep = m->console_keep;
+	r = vm_accel_parse(m->accel, &o.accel);
 	if (r < 0) {
 		return r;
 	}
 	o.allow_fetch = true;
-	o.workspace = workspace;
-	o.kernel = kernel;
-	o.modules_dir = modules;
-	o.vcpus = (unsigned)vcpus;
-	o.mem_mib = (unsigned)mem;
-	o.scratch_mib = (unsigned)scratch;
-	o.env = env;
-	s->lifetime_deadline_ms = now_ms() + (uint64_t)lifetime * 1000;
+	o.workspace = m->workspace;
+	o.kernel = m->kernel;
+	o.modules_dir = m->modules;
+	o.vcpus = (unsigned)m->vcpus;
+	o.mem_mib = (unsigned)m->mem_mib;
+	o.scratch_mib = (unsigned)m->scratch_mib;
+	o.env = m->env;
+	s->lifetime_deadline_ms = now_ms() + (uint64_t)m->lifetime_s * 1000;
 	r = vm_box_boot(&o, &s->box);
 	if (r == -ETIMEDOUT) {
 		/* A TCG guest that never answered: seen rarely on a loaded host. One more try, then give up. */
@@ -670,10 +661,7 @@ static void stop_box(struct sup *s, const char *reason)
 		for (size_t i = 0; i < ARRAY_SIZE(s->x); i++) {
 			struct sx *x = &s->x[i];
 			if (x->used && x->finished) {
-				if (x->held) {
-					sx_frame(x, EXS_EXIT, x->exit_frame, sizeof(x->exit_frame));
-					x->held = false;
-				}
+				sx_unhold(x);
 				client_flush(x);
 				sx_release(x);
 			}
@@ -687,10 +675,9 @@ static void stop_box(struct sup *s, const char *reason)
 			}
 			sx_finish(s, x);
 		}
-		if (x->used && x->held) {
+		if (x->used) {
 			/* Stopping: no wait for the daemon's release. */
-			sx_frame(x, EXS_EXIT, x->exit_frame, sizeof(x->exit_frame));
-			x->held = false;
+			sx_unhold(x);
 		}
 		if (x->used) {
 			client_flush(x);
@@ -703,55 +690,107 @@ static void stop_box(struct sup *s, const char *reason)
 	}
 }
 
+/*
+ * One message from the daemon, through the one decoder and the monitor
+ * (supmsg.c). A message out of the table, out of state or with the wrong fds
+ * is refused: the box is stopped and the supervisor exits (-EPROTO).
+ */
+static int ctl_message(struct sup *s, int *fds, size_t nfds)
+{
+	struct supmsg m = { 0 };
+	const char *why = NULL;
+	int r = supmsg_decode(SUPMSG_TO_SUPERVISOR, buf_ptr(&s->msg), buf_len(&s->msg), &m);
+	const char *what = r >= 0 ? supmsg_op_name(m.op) : "a message";
+
+	if (r < 0) {
+		why = r == -EPROTO ? "an operation outside the monitor's table" : "a malformed message";
+	} else if (supmon_apply(&s->mon, SUPMSG_TO_SUPERVISOR, &m, &why) < 0) {
+		r = -EPROTO;
+	} else if (nfds != supmsg_fds(&m)) {
+		why = "a message with the wrong number of file descriptors";
+		r = -EPROTO;
+	}
+	if (r < 0) {
+		(void)snprintf(s->refused, sizeof(s->refused), "the daemon broke the supervisor protocol: %s: %s", what,
+			       why);
+		log_warn("supervisor: %s", s->refused);
+		supmsg_release(&m);
+		return -EPROTO;
+	}
+	switch (m.op) {
+	case SUPMSG_BOOT:
+		r = boot(s, &m);
+		break;
+	case SUPMSG_EXEC:
+		start_exec(s, &m, fds);
+		break;
+	case SUPMSG_RELEASE:
+		release_exec(s, m.exec);
+		break;
+	case SUPMSG_STOP:
+		stop_box(s, "stop");
+		break;
+	default:
+		r = -EPROTO; /* the monitor lets no other operation through */
+		break;
+	}
+	supmsg_release(&m);
+	return r;
+}
+
 int supervisor_main(int fd)
 {
 	struct sup s = { .ctl = fd };
 	int fds[IPC_MAX_FDS];
 	size_t nfds = 0;
-	json_t *m = NULL;
-	const char *op;
+	uid_t box_uid = 0;
 	int r;
 
 	log_set_ident("tkbox-supervisor");
+	supmon_init(&s.mon);
 	(void)signal(SIGPIPE, SIG_IGN);
 	for (size_t i = 0; i < ARRAY_SIZE(s.x); i++) {
 		s.x[i].fd = -1;
 	}
 	r = buf_init(&s.msg, SUPMSG_MAX + 1, 0);
+	/* A uid of its own from the daemon (root): QEMU starts under it, the supervisor drops to it once up. */
+	if (r >= 0 && (r = sandbox_box_uid_from_env(&box_uid)) > 0) {
+		vm_run_as(box_uid, (gid_t)box_uid);
+	}
 	if (r >= 0) {
 		r = ipc_recv(fd, &s.msg, fds, 0, &nfds);
 	}
 	if (r >= 0) {
-		r = json_parse_strict(buf_ptr(&s.msg), buf_len(&s.msg), NULL, &m);
+		/* Before boot the monitor lets only "boot" through. */
+		r = ctl_message(&s, fds, nfds);
 	}
-	if (r >= 0 && (json_get_string(m, "op", &op) < 0 || strcmp(op, "boot") != 0)) {
-		r = -EPROTO;
-	}
-	if (r >= 0) {
-		r = boot(&s, m);
-	}
-	json_decref(m);
-	m = NULL;
 	if (r < 0) {
-		char msg[256];
-		(void)snprintf(msg, sizeof(msg), "the box did not boot: %s", tk_strerror(r));
-		send_ctl(&s, json_pack("{s:s,s:s}", "op", "failed", "message", msg));
+		char msg[sizeof(s.refused) + 64];
+		(void)snprintf(msg, sizeof(msg), "the box did not boot: %s", s.refused[0] ? s.refused : tk_strerror(r));
+		send_text(&s, SUPMSG_FAILED, msg);
 		buf_release(&s.msg);
 		return 1;
 	}
 	/* Up: from here on guest bytes arrive, and no new program is ever needed. */
-	r = sandbox_supervisor();
+	{
+		struct sandbox_report rep;
+		r = sandbox_supervisor_enter(s.box->box_dir, &s.box->console_keep, box_uid, &rep);
+	}
 	if (r < 0) {
 		char msg[256];
 		(void)snprintf(msg, sizeof(msg), "the supervisor could not confine itself: %s", tk_strerror(r));
-		send_ctl(&s, json_pack("{s:s,s:s}", "op", "failed", "message", msg));
+		send_text(&s, SUPMSG_FAILED, msg);
 		vm_box_free(s.box);
 		buf_release(&s.msg);
 		return 1;
 	}
-	send_ctl(&s, json_pack("{s:s,s:s,s:s,s:I}", "op", "ready", "accel", vm_accel_name(s.box->accel), "isolation",
-			       s.box->isolation, "ready_ms",
-			       (json_int_t)((s.box->t_ready_ns - s.box->t_start_ns) / 1000000)));
+	{
+		struct supmsg ready = { .op = SUPMSG_READY,
+					.accel = (char *)vm_accel_name(s.box->accel),
+					.isolation = (char *)s.box->isolation,
+					.ready_ms = (int64_t)((s.box->t_ready_ns - s.box->t_start_ns) / 1000000) };
+		(void)send_msg(&s, &ready);
+	}
 
 	while (!s.stopping) {
 		struct pollfd p[2 + SUPERVISOR_MAX_EXECS];
@@ -813,8 +852,7 @@ int supervisor_main(int fd)
 			push_stdin(&s, x);
 			client_flush(x);
 			if (x->held && t >= x->held_until_ms) {
-				sx_frame(x, EXS_EXIT, x->exit_frame, sizeof(x->exit_frame));
-				x->held = false;
+				sx_unhold(x);
 			}
 			if (x->held) {
 				next = MIN(next, x->held_until_ms);
@@ -888,26 +926,19 @@ int supervisor_main(int fd)
 				stop_box(&s, "the daemon went away");
 				break;
 			}
-			r = json_parse_strict(buf_ptr(&s.msg), buf_len(&s.msg), NULL, &m);
-			if (r >= 0 && json_get_string(m, "op", &op) >= 0) {
-				if (strcmp(op, "exec") == 0) {
-					start_exec(&s, m, fds, nfds);
-				} else if (strcmp(op, "release") == 0) {
-					release_exec(&s, m);
-				} else if (strcmp(op, "stop") == 0) {
-					stop_box(&s, "stop");
-				}
-			}
+			r = ctl_message(&s, fds, nfds);
 			for (size_t i = 0; i < nfds; i++) {
 				if (fds[i] >= 0) {
 					(void)close(fds[i]);
 				}
 			}
-			json_decref(m);
-			m = NULL;
+			if (r < 0) {
+				stop_box(&s, s.refused);
+				break;
+			}
 		}
 	}
-	send_ctl(&s, json_pack("{s:s,s:s}", "op", "stopped", "reason", s.stop_reason ? s.stop_reason : "stop"));
+	send_text(&s, SUPMSG_STOPPED, s.stop_reason ? s.stop_reason : "stop");
 	vm_box_free(s.box);
 	buf_release(&s.msg);
 	return 0;

@@ -2,21 +2,112 @@
 #include <string.h>
 
 #include "banned.h"
+#include "strv.h"
 #include "daemon/supmsg.h"
 #include "json.h"
+#include "vmm/proto-json.h"
 
-static int text(const json_t *o, const char *key, bool required, const char **ret)
+#define S(st) (1u << (st))
+
+enum exec_rule {
+	EX_NONE, /* carries no exec number */
+	EX_NEW, /* a new exec: not open already (the daemon sends them in the order their decisions end, not by number) */
+	EX_OPEN, /* an exec sent and not done */
+	EX_DONE, /* an exec done and not released */
+};
+
+/* The monitor's table: one row per operation (supmsg.h shows it as a table). */
+static const struct op_rule {
+	const char *name;
+	enum supmsg_dir dir;
+	unsigned states;
+	enum exec_rule exec;
+	int next; /* the state after it, -1: unchanged */
+} rules[SUPMSG_OP_COUNT] = {
+	[SUPMSG_BOOT] = { "boot", SUPMSG_TO_SUPERVISOR, S(SUPMON_INIT), EX_NONE, SUPMON_BOOTING },
+	[SUPMSG_EXEC] = { "exec", SUPMSG_TO_SUPERVISOR, S(SUPMON_UP), EX_NEW, -1 },
+	[SUPMSG_RELEASE] = { "release", SUPMSG_TO_SUPERVISOR, S(SUPMON_UP) | S(SUPMON_STOPPING) | S(SUPMON_OVER),
+			     EX_DONE, -1 },
+	[SUPMSG_STOP] = { "stop", SUPMSG_TO_SUPERVISOR, S(SUPMON_UP), EX_NONE, SUPMON_STOPPING },
+	[SUPMSG_READY] = { "ready", SUPMSG_TO_DAEMON, S(SUPMON_BOOTING), EX_NONE, SUPMON_UP },
+	[SUPMSG_FAILED] = { "failed", SUPMSG_TO_DAEMON, S(SUPMON_INIT) | S(SUPMON_BOOTING), EX_NONE, SUPMON_OVER },
+	[SUPMSG_DONE] = { "done", SUPMSG_TO_DAEMON, S(SUPMON_UP) | S(SUPMON_STOPPING), EX_OPEN, -1 },
+	[SUPMSG_EVENT] = { "event", SUPMSG_TO_DAEMON, S(SUPMON_BOOTING) | S(SUPMON_UP) | S(SUPMON_STOPPING), EX_NONE,
+			   -1 },
+	[SUPMSG_STOPPED] = { "stopped", SUPMSG_TO_DAEMON, S(SUPMON_UP) | S(SUPMON_STOPPING), EX_NONE, SUPMON_OVER },
+};
+
+/* The events a supervisor may report (a closed set: they become lines of the box's events file). */
+static const char *const events[] = {
+	"box.agent_lost",
+	"box.boot_retry",
+	"box.kills_ignored",
+	"box.lifetime",
+	"box.protocol_violation",
+	"box.shutdown_unclean",
+	NULL,
+};
+
+static const char *const stdin_names[] = {
+	[SUPMSG_STDIN_NONE] = "none", [SUPMSG_STDIN_UPFRONT] = "upfront", [SUPMSG_STDIN_STREAM] = "stream"
+};
+
+enum supmsg_dir supmsg_op_dir(enum supmsg_op op)
 {
-	int r = json_get_string(o, key, ret);
+	return (unsigned)op < SUPMSG_OP_COUNT ? rules[op].dir : SUPMSG_TO_SUPERVISOR;
+}
+
+const char *supmsg_op_name(enum supmsg_op op)
+{
+	return (unsigned)op < SUPMSG_OP_COUNT ? rules[op].name : "?";
+}
+
+size_t supmsg_fds(const struct supmsg *m)
+{
+	if (m->op != SUPMSG_EXEC) {
+		return 0;
+	}
+	return m->stdin_mode == SUPMSG_STDIN_UPFRONT ? 2 : 1;
+}
+
+void supmsg_release(struct supmsg *m)
+{
+	if (!m) {
+		return;
+	}
+	free(m->box_id);
+	free(m->rootfs);
+	free(m->workspace);
+	free(m->state_dir);
+	free(m->guest);
+	free(m->accel);
+	free(m->console_keep);
+	free(m->kernel);
+	free(m->modules);
+	strv_free(m->env);
+	strv_free(m->argv);
+	free(m->cwd);
+	free(m->isolation);
+	free(m->message);
+	free(m->error);
+	free(m->stdin_sha256);
+	free(m->event);
+	free(m->detail);
+	free(m->reason);
+	*m = (struct supmsg){ 0 };
+}
+
+/* ---- decoding ---- */
+
+static int text(const json_t *o, const char *key, size_t max, bool required, char **ret)
+{
+	int r = proto_get_string(o, key, max, ret);
 
 	if (r == -ENOENT && !required) {
 		*ret = NULL;
 		return 0;
 	}
-	if (r < 0) {
-		return -EBADMSG;
-	}
-	return strlen(*ret) > SUPMSG_MAX_TEXT ? -E2BIG : 0;
+	return r == -E2BIG ? r : r < 0 ? -EBADMSG : 0;
 }
 
 static int integer(const json_t *o, const char *key, int64_t min, int64_t max, bool *ret_has, int64_t *ret)
@@ -36,117 +127,464 @@ static int integer(const json_t *o, const char *key, int64_t min, int64_t max, b
 	return 0;
 }
 
-static bool one_of(const char *s, const char *a, const char *b)
+static int strv(const json_t *o, const char *key, size_t max_n, bool env, char ***ret, size_t *ret_n)
 {
-	return strcmp(s, a) == 0 || strcmp(s, b) == 0;
+	int r = proto_get_strv(o, key, max_n, SUPMSG_MAX, env, ret, ret_n);
+
+	return r == -E2BIG ? r : r < 0 ? -EBADMSG : 0;
 }
 
-int supmsg_parse(const uint8_t *p, size_t n, struct supmsg *ret)
+static bool one_of(const char *s, const char *const *set)
+{
+	for (; *set; set++) {
+		if (strcmp(s, *set) == 0) {
+			return true;
+		}
+	}
+	return false;
+}
+
+static bool box_name_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	return n >= 1 && n <= SUPMSG_MAX_NAME &&
+	       strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == n;
+}
+
+static int decode_boot(const json_t *o, struct supmsg *m)
+{
+	static const char *const keys[] = { "op",	    "box_id",	   "rootfs",  "workspace",
+					    "state_dir",    "guest",	   "accel",   "vcpus",
+					    "mem_mib",	    "scratch_mib", "env",     "lifetime_s",
+					    "console_keep", "kernel",	   "modules", NULL };
+	static const char *const accels[] = { "auto", "kvm", "tcg", NULL };
+	int r = json_only_keys(o, keys);
+
+	r = r < 0 ? r : text(o, "box_id", SUPMSG_MAX_NAME, true, &m->box_id);
+	r = r < 0 ? r : text(o, "rootfs", SUPMSG_MAX_PATH, true, &m->rootfs);
+	r = r < 0 ? r : text(o, "workspace", SUPMSG_MAX_PATH, false, &m->workspace);
+	r = r < 0 ? r : text(o, "state_dir", SUPMSG_MAX_PATH, true, &m->state_dir);
+	r = r < 0 ? r : text(o, "guest", SUPMSG_MAX_PATH, true, &m->guest);
+	r = r < 0 ? r : text(o, "accel", SUPMSG_MAX_NAME, true, &m->accel);
+	r = r < 0 ? r : integer(o, "vcpus", 1, SUPMSG_MAX_VCPUS, NULL, &m->vcpus);
+	r = r < 0 ? r : integer(o, "mem_mib", 1, SUPMSG_MAX_MIB, NULL, &m->mem_mib);
+	r = r < 0 ? r : integer(o, "scratch_mib", 0, SUPMSG_MAX_MIB, NULL, &m->scratch_mib);
+	r = r < 0 ? r : strv(o, "env", SUPMSG_MAX_ENV, true, &m->env, &m->envc);
+	r = r < 0 ? r : integer(o, "lifetime_s", 0, SUPMSG_MAX_TIMEOUT_S, NULL, &m->lifetime_s);
+	r = r < 0 ? r : text(o, "console_keep", SUPMSG_MAX_PATH, false, &m->console_keep);
+	r = r < 0 ? r : text(o, "kernel", SUPMSG_MAX_PATH, false, &m->kernel);
+	r = r < 0 ? r : text(o, "modules", SUPMSG_MAX_PATH, false, &m->modules);
+	if (r < 0) {
+		return r;
+	}
+	/* A kernel comes with its modules; paths are never empty. */
+	if (!box_name_ok(m->box_id) || !one_of(m->accel, accels) || !m->rootfs[0] || !m->state_dir[0] || !m->guest[0] ||
+	    (m->workspace && !m->workspace[0]) || (m->console_keep && !m->console_keep[0]) ||
+	    !m->kernel != !m->modules || (m->kernel && (!m->kernel[0] || !m->modules[0]))) {
+		return -EBADMSG;
+	}
+	return 0;
+}
+
+static int decode_exec(const json_t *o, struct supmsg *m)
+{
+	static const char *const keys[] = { "op", "exec", "argv", "env", "cwd", "stdin", "timeout_s", NULL };
+	char *mode = NULL;
+	int r = json_only_keys(o, keys);
+
+	r = r < 0 ? r : integer(o, "exec", 1, SUPMSG_MAX_EXEC_ID, NULL, &m->exec);
+	r = r < 0 ? r : strv(o, "argv", SUPMSG_MAX_ARGS, false, &m->argv, &m->argc);
+	r = r < 0 ? r : strv(o, "env", SUPMSG_MAX_ENV, true, &m->env, &m->envc);
+	r = r < 0 ? r : text(o, "cwd", SUPMSG_MAX_PATH, false, &m->cwd);
+	r = r < 0 ? r : text(o, "stdin", 16, true, &mode);
+	r = r < 0 ? r : integer(o, "timeout_s", 0, SUPMSG_MAX_TIMEOUT_S, NULL, &m->timeout_s);
+	if (r >= 0 && (m->argc == 0 || !m->argv[0][0] || (m->cwd && m->cwd[0] && m->cwd[0] != '/'))) {
+		r = -EBADMSG;
+	}
+	if (r >= 0) {
+		r = -EBADMSG;
+		for (size_t i = 0; i < ARRAY_SIZE(stdin_names); i++) {
+			if (strcmp(mode, stdin_names[i]) == 0) {
+				m->stdin_mode = (enum supmsg_stdin)i;
+				r = 0;
+			}
+		}
+	}
+	free(mode);
+	return r;
+}
+
+static int decode_done(const json_t *o, struct supmsg *m)
+{
+	static const char *const keys[] = { "op",    "exec",	     "status",	    "exit_code", "signal",
+					    "error", "stdin_sha256", "stdin_bytes", NULL };
+	static const char *const statuses[] = { "ok", "error", NULL };
+	char *status = NULL;
+	int64_t code = 0, sig = 0;
+	bool has_code = false, has_sig = false, has_bytes = false;
+	int r = json_only_keys(o, keys);
+
+	r = r < 0 ? r : integer(o, "exec", 1, SUPMSG_MAX_EXEC_ID, NULL, &m->exec);
+	r = r < 0 ? r : text(o, "status", 16, true, &status);
+	r = r < 0 ? r : integer(o, "exit_code", 0, EXIT_MAX_CODE, &has_code, &code);
+	r = r < 0 ? r : integer(o, "signal", 1, EXIT_MAX_SIGNAL, &has_sig, &sig);
+	r = r < 0 ? r : text(o, "error", SUPMSG_MAX_TEXT, false, &m->error);
+	r = r < 0 ? r : text(o, "stdin_sha256", 64, false, &m->stdin_sha256);
+	r = r < 0 ? r : integer(o, "stdin_bytes", 0, INT64_C(1) << 50, &has_bytes, &m->stdin_bytes);
+	if (r >= 0 && (!one_of(status, statuses) || (has_code && has_sig) || has_bytes != (m->stdin_sha256 != NULL))) {
+		r = -EBADMSG;
+	}
+	if (r >= 0 && m->stdin_sha256 &&
+	    (strlen(m->stdin_sha256) != 64 || strspn(m->stdin_sha256, "0123456789abcdef") != 64)) {
+		r = -EBADMSG;
+	}
+	if (r >= 0) {
+		m->ok = strcmp(status, "ok") == 0;
+		m->has_exit = has_code || has_sig;
+		m->exit = has_sig ? (struct exit_status){ EXIT_KIND_SIGNALED, (uint32_t)sig }
+				  : (struct exit_status){ EXIT_KIND_EXITED, (uint32_t)code };
+		/* "ok" is exit 0 with nothing to say, and nothing else. */
+		if (m->ok && (!has_code || code != 0 || m->error)) {
+			r = -EBADMSG;
+		}
+	}
+	free(status);
+	return r;
+}
+
+static int decode_op(const json_t *o, enum supmsg_op op, struct supmsg *m)
+{
+	static const char *const k_id[] = { "op", "exec", NULL };
+	static const char *const k_none[] = { "op", NULL };
+	static const char *const k_ready[] = { "op", "accel", "isolation", "ready_ms", NULL };
+	static const char *const k_failed[] = { "op", "message", NULL };
+	static const char *const k_event[] = { "op", "event", "detail", NULL };
+	static const char *const k_stopped[] = { "op", "reason", NULL };
+	static const char *const accels[] = { "kvm", "tcg", NULL };
+	static const char *const isolations[] = { "kvm", "emulated", NULL };
+	int r;
+
+	switch (op) {
+	case SUPMSG_BOOT:
+		return decode_boot(o, m);
+	case SUPMSG_EXEC:
+		return decode_exec(o, m);
+	case SUPMSG_RELEASE:
+		r = json_only_keys(o, k_id);
+		return r < 0 ? r : integer(o, "exec", 1, SUPMSG_MAX_EXEC_ID, NULL, &m->exec);
+	case SUPMSG_STOP:
+		return json_only_keys(o, k_none);
+	case SUPMSG_READY:
+		r = json_only_keys(o, k_ready);
+		r = r < 0 ? r : text(o, "accel", SUPMSG_MAX_NAME, true, &m->accel);
+		r = r < 0 ? r : text(o, "isolation", SUPMSG_MAX_NAME, true, &m->isolation);
+		r = r < 0 ? r : integer(o, "ready_ms", 0, 86400000, NULL, &m->ready_ms);
+		if (r >= 0 && (!one_of(m->accel, accels) || !one_of(m->isolation, isolations))) {
+			r = -EBADMSG;
+		}
+		return r;
+	case SUPMSG_FAILED:
+		r = json_only_keys(o, k_failed);
+		return r < 0 ? r : text(o, "message", SUPMSG_MAX_TEXT, true, &m->message);
+	case SUPMSG_DONE:
+		return decode_done(o, m);
+	case SUPMSG_EVENT:
+		r = json_only_keys(o, k_event);
+		r = r < 0 ? r : text(o, "event", SUPMSG_MAX_TEXT, true, &m->event);
+		r = r < 0 ? r : text(o, "detail", SUPMSG_MAX_TEXT, false, &m->detail);
+		return r >= 0 && !one_of(m->event, events) ? -EBADMSG : r;
+	case SUPMSG_STOPPED:
+		r = json_only_keys(o, k_stopped);
+		return r < 0 ? r : text(o, "reason", SUPMSG_MAX_TEXT, true, &m->reason);
+	case SUPMSG_OP_COUNT:
+	default:
+		return -EPROTO;
+	}
+}
+
+int supmsg_decode(enum supmsg_dir dir, const uint8_t *p, size_t n, struct supmsg *ret)
 {
 	struct json_opts opts = { .max_bytes = SUPMSG_MAX, .max_depth = 4, .want_top = JSON_OBJECT };
+	_cleanup_json_ json_t *o = NULL;
 	struct supmsg m = { 0 };
 	const char *op;
+	size_t i;
 	int r;
 
 	if (n > SUPMSG_MAX) {
 		return -E2BIG;
 	}
-	r = json_parse_strict(p, n, &opts, &m.obj);
+	r = json_parse_strict(p, n, &opts, &o);
 	if (r < 0) {
 		return r;
 	}
-	r = json_get_string(m.obj, "op", &op) < 0 ? -EBADMSG : 0;
-	if (r < 0) {
-		goto fail;
+	if (json_get_string(o, "op", &op) < 0) {
+		return -EBADMSG;
 	}
-	if (strcmp(op, "ready") == 0) {
-		m.op = SUPMSG_READY;
-		r = json_only_keys(m.obj, (const char *const[]){ "op", "accel", "isolation", "ready_ms", NULL });
-		if (r >= 0) {
-			r = text(m.obj, "accel", true, &m.accel);
+	for (i = 0; i < SUPMSG_OP_COUNT; i++) {
+		if (rules[i].dir == dir && strcmp(op, rules[i].name) == 0) {
+			break;
 		}
-		if (r >= 0) {
-			r = text(m.obj, "isolation", true, &m.isolation);
-		}
-		if (r >= 0) {
-			r = integer(m.obj, "ready_ms", 0, 86400000, NULL, &m.ready_ms);
-		}
-		if (r >= 0 && (!one_of(m.accel, "kvm", "tcg") || !one_of(m.isolation, "kvm", "emulated"))) {
-			r = -EBADMSG;
-		}
-	} else if (strcmp(op, "failed") == 0) {
-		m.op = SUPMSG_FAILED;
-		r = json_only_keys(m.obj, (const char *const[]){ "op", "message", NULL });
-		if (r >= 0) {
-			r = text(m.obj, "message", true, &m.message);
-		}
-	} else if (strcmp(op, "done") == 0) {
-		m.op = SUPMSG_DONE;
-		r = json_only_keys(m.obj, (const char *const[]){ "op", "exec", "status", "exit_code", "signal", "error",
-								 "stdin_sha256", "stdin_bytes", NULL });
-		if (r >= 0) {
-			r = integer(m.obj, "exec", 1, INT32_MAX, NULL, &m.exec);
-		}
-		if (r >= 0) {
-			r = text(m.obj, "status", true, &m.status);
-		}
-		if (r >= 0 && !one_of(m.status, "ok", "error")) {
-			r = -EBADMSG;
-		}
-		if (r >= 0) {
-			r = integer(m.obj, "exit_code", 0, 255, &m.has_exit_code, &m.exit_code);
-		}
-		if (r >= 0) {
-			r = integer(m.obj, "signal", 1, 64, &m.has_signal, &m.signal);
-		}
-		if (r >= 0) {
-			r = text(m.obj, "error", false, &m.error);
-		}
-		if (r >= 0) {
-			r = text(m.obj, "stdin_sha256", false, &m.stdin_sha256);
-		}
-		if (r >= 0) {
-			r = integer(m.obj, "stdin_bytes", 0, INT64_C(1) << 50, &m.has_stdin, &m.stdin_bytes);
-		}
-		if (r >= 0 && (m.has_stdin != (m.stdin_sha256 != NULL) || (m.has_exit_code && m.has_signal))) {
-			r = -EBADMSG;
-		}
-		if (r >= 0 && m.stdin_sha256) {
-			size_t len = strlen(m.stdin_sha256);
-			r = len == 64 && strspn(m.stdin_sha256, "0123456789abcdef") == 64 ? 0 : -EBADMSG;
-		}
-	} else if (strcmp(op, "event") == 0) {
-		m.op = SUPMSG_EVENT;
-		r = json_only_keys(m.obj, (const char *const[]){ "op", "event", "detail", NULL });
-		if (r >= 0) {
-			r = text(m.obj, "event", true, &m.event);
-		}
-		if (r >= 0) {
-			r = text(m.obj, "detail", false, &m.detail);
-		}
-	} else if (strcmp(op, "stopped") == 0) {
-		m.op = SUPMSG_STOPPED;
-		r = json_only_keys(m.obj, (const char *const[]){ "op", "reason", NULL });
-		if (r >= 0) {
-			r = text(m.obj, "reason", true, &m.reason);
-		}
-	} else {
-		r = -EPROTO;
 	}
+	if (i == SUPMSG_OP_COUNT) {
+		return -EPROTO;
+	}
+	m.op = (enum supmsg_op)i;
+	r = decode_op(o, m.op, &m);
 	if (r < 0) {
-		goto fail;
+		supmsg_release(&m);
+		return r;
 	}
 	*ret = m;
 	return 0;
-fail:
-	json_decref(m.obj);
-	return r;
 }
 
-void supmsg_release(struct supmsg *m)
+int supmsg_parse(const uint8_t *p, size_t n, struct supmsg *ret)
 {
-	if (m) {
-		json_decref(m->obj);
-		*m = (struct supmsg){ 0 };
+	return supmsg_decode(SUPMSG_TO_DAEMON, p, n, ret);
+}
+
+/* ---- encoding ---- */
+
+static int put_str(json_t *o, const char *k, const char *v)
+{
+	if (!v) {
+		return 0;
 	}
+	return json_object_set_new(o, k, json_string(v)) < 0 ? -EINVAL : 0;
+}
+
+static int put_int(json_t *o, const char *k, int64_t v)
+{
+	return json_object_set_new(o, k, json_integer(v)) < 0 ? -ENOMEM : 0;
+}
+
+static int put_strv(json_t *o, const char *k, char *const *v, size_t n)
+{
+	json_t *a;
+	int r = n > 0 && !v ? -EINVAL : proto_json_strv(v, n, &a);
+
+	if (r < 0) {
+		return r;
+	}
+	return json_object_set_new(o, k, a) < 0 ? -ENOMEM : 0;
+}
+
+static int encode_members(const struct supmsg *m, json_t *o)
+{
+	int r = put_str(o, "op", rules[m->op].name);
+
+	switch (m->op) {
+	case SUPMSG_BOOT:
+		r = r < 0 ? r : put_str(o, "box_id", m->box_id);
+		r = r < 0 ? r : put_str(o, "rootfs", m->rootfs);
+		r = r < 0 ? r : put_str(o, "workspace", m->workspace);
+		r = r < 0 ? r : put_str(o, "state_dir", m->state_dir);
+		r = r < 0 ? r : put_str(o, "guest", m->guest);
+		r = r < 0 ? r : put_str(o, "accel", m->accel);
+		r = r < 0 ? r : put_int(o, "vcpus", m->vcpus);
+		r = r < 0 ? r : put_int(o, "mem_mib", m->mem_mib);
+		r = r < 0 ? r : put_int(o, "scratch_mib", m->scratch_mib);
+		r = r < 0 ? r : put_strv(o, "env", m->env, m->envc);
+		r = r < 0 ? r : put_int(o, "lifetime_s", m->lifetime_s);
+		r = r < 0 ? r : put_str(o, "console_keep", m->console_keep);
+		r = r < 0 ? r : put_str(o, "kernel", m->kernel);
+		return r < 0 ? r : put_str(o, "modules", m->modules);
+	case SUPMSG_EXEC:
+		r = r < 0 ? r : put_int(o, "exec", m->exec);
+		r = r < 0 ? r : put_strv(o, "argv", m->argv, m->argc);
+		r = r < 0 ? r : put_strv(o, "env", m->env, m->envc);
+		r = r < 0 ? r : put_str(o, "cwd", m->cwd);
+		r = r < 0 || (unsigned)m->stdin_mode >= ARRAY_SIZE(stdin_names)
+			    ? (r < 0 ? r : -EINVAL)
+			    : put_str(o, "stdin", stdin_names[m->stdin_mode]);
+		return r < 0 ? r : put_int(o, "timeout_s", m->timeout_s);
+	case SUPMSG_RELEASE:
+		return r < 0 ? r : put_int(o, "exec", m->exec);
+	case SUPMSG_STOP:
+		return r;
+	case SUPMSG_READY:
+		r = r < 0 ? r : put_str(o, "accel", m->accel);
+		r = r < 0 ? r : put_str(o, "isolation", m->isolation);
+		return r < 0 ? r : put_int(o, "ready_ms", m->ready_ms);
+	case SUPMSG_FAILED:
+		return r < 0 ? r : put_str(o, "message", m->message);
+	case SUPMSG_DONE:
+		r = r < 0 ? r : put_int(o, "exec", m->exec);
+		r = r < 0 ? r : put_str(o, "status", m->ok ? "ok" : "error");
+		if (r >= 0 && m->has_exit) {
+			r = put_int(o, m->exit.kind == EXIT_KIND_SIGNALED ? "signal" : "exit_code", m->exit.value);
+		}
+		r = r < 0 ? r : put_str(o, "error", m->error);
+		r = r < 0 ? r : put_str(o, "stdin_sha256", m->stdin_sha256);
+		return r < 0 || !m->stdin_sha256 ? r : put_int(o, "stdin_bytes", m->stdin_bytes);
+	case SUPMSG_EVENT:
+		r = r < 0 ? r : put_str(o, "event", m->event);
+		return r < 0 ? r : put_str(o, "detail", m->detail);
+	case SUPMSG_STOPPED:
+		return r < 0 ? r : put_str(o, "reason", m->reason);
+	case SUPMSG_OP_COUNT:
+	default:
+		return -EINVAL;
+	}
+}
+
+int supmsg_encode(const struct supmsg *m, json_t **ret)
+{
+	_cleanup_json_ json_t *o = NULL;
+	_cleanup_free_ char *s = NULL;
+	struct supmsg check;
+	int r;
+
+	if ((unsigned)m->op >= SUPMSG_OP_COUNT || (m->has_exit && !exit_status_valid(&m->exit))) {
+		return -EINVAL;
+	}
+	o = json_object();
+	if (!o) {
+		return -ENOMEM;
+	}
+	r = encode_members(m, o);
+	if (r < 0) {
+		return r;
+	}
+	/* What the peer's decoder would refuse never leaves: the encoding is decoded once here. */
+	s = json_dumps(o, JSON_COMPACT);
+	if (!s) {
+		return -ENOMEM;
+	}
+	r = supmsg_decode(rules[m->op].dir, (const uint8_t *)s, strlen(s), &check);
+	if (r < 0) {
+		return r == -ENOMEM ? r : -EINVAL;
+	}
+	supmsg_release(&check);
+	*ret = steal_ptr(o);
+	return 0;
+}
+
+/* ---- the monitor ---- */
+
+static const char *const state_names[] = {
+	[SUPMON_INIT] = "before boot",	[SUPMON_BOOTING] = "booting", [SUPMON_UP] = "up",
+	[SUPMON_STOPPING] = "stopping", [SUPMON_OVER] = "over",
+};
+
+void supmon_init(struct supmon *mon)
+{
+	*mon = (struct supmon){ .state = SUPMON_INIT };
+}
+
+const char *supmon_state_name(enum supmon_state s)
+{
+	return (unsigned)s < ARRAY_SIZE(state_names) ? state_names[s] : "?";
+}
+
+static ssize_t find_exec(const struct supmon *mon, int64_t exec)
+{
+	for (size_t i = 0; i < mon->n; i++) {
+		if (mon->x[i].exec == exec) {
+			return (ssize_t)i;
+		}
+	}
+	return -1;
+}
+
+int supmon_check(const struct supmon *mon, enum supmsg_dir dir, const struct supmsg *m, const char **ret_why)
+{
+	const struct op_rule *rule;
+	ssize_t i;
+	const char *why = NULL;
+
+	if ((unsigned)m->op >= SUPMSG_OP_COUNT) {
+		why = "an operation outside the monitor's table";
+	} else if ((rule = &rules[m->op])->dir != dir) {
+		why = "an operation that goes the other way";
+	} else if (!(rule->states & S(mon->state))) {
+		why = "an operation the monitor's table does not allow in this state";
+	} else {
+		i = rule->exec == EX_NONE ? -1 : find_exec(mon, m->exec);
+		switch (rule->exec) {
+		case EX_NEW:
+			if (i >= 0) {
+				why = "an exec number that is open already (each exec is sent once)";
+			} else if (mon->n >= SUPMON_MAX_EXECS) {
+				why = "more open execs than SUPMON_MAX_EXECS";
+			}
+			break;
+		case EX_OPEN:
+			if (i < 0 || mon->x[i].done) {
+				why = "a result for an exec that is not running (never sent, or already done)";
+			}
+			break;
+		case EX_DONE:
+			if (i < 0 || !mon->x[i].done) {
+				why = "a release for an exec that is not done (never sent, running, or already "
+				      "released)";
+			}
+			break;
+		case EX_NONE:
+		default:
+			break;
+		}
+	}
+	if (why) {
+		if (ret_why) {
+			*ret_why = why;
+		}
+		return -EPROTO;
+	}
+	return 0;
+}
+
+int supmon_apply(struct supmon *mon, enum supmsg_dir dir, const struct supmsg *m, const char **ret_why)
+{
+	ssize_t i;
+	int r = supmon_check(mon, dir, m, ret_why);
+
+	if (r < 0) {
+		return r;
+	}
+	switch (rules[m->op].exec) {
+	case EX_NEW:
+		mon->x[mon->n].exec = m->exec;
+		mon->x[mon->n].done = false;
+		mon->n++;
+		break;
+	case EX_OPEN:
+		mon->x[find_exec(mon, m->exec)].done = true;
+		break;
+	case EX_DONE:
+		i = find_exec(mon, m->exec);
+		mon->x[i] = mon->x[--mon->n];
+		break;
+	case EX_NONE:
+	default:
+		break;
+	}
+	if (rules[m->op].next >= 0) {
+		mon->state = (enum supmon_state)rules[m->op].next;
+	}
+	return 0;
+}
+
+int supmon_receive(struct supmon *mon, const uint8_t *p, size_t n, struct supmsg *ret, const char **ret_why)
+{
+	struct supmsg m;
+	int r = supmsg_decode(SUPMSG_TO_DAEMON, p, n, &m);
+
+	if (r < 0) {
+		if (ret_why) {
+			*ret_why = r == -EPROTO	 ? "an operation outside the monitor's table"
+				   : r == -E2BIG ? "a message past its caps (SUPMSG_MAX, SUPMSG_MAX_*)"
+						 : "a malformed message";
+		}
+		return r;
+	}
+	r = supmon_apply(mon, SUPMSG_TO_DAEMON, &m, ret_why);
+	if (r < 0) {
+		supmsg_release(&m);
+		return r;
+	}
+	*ret = m;
+	return 0;
 }

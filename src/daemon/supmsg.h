@@ -3,48 +3,186 @@
 #define TKBOX_DAEMON_SUPMSG_H
 
 #include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
 
 #include "buf.h"
+#include "exit-status.h"
 
 /*
  * Daemon <-> per-box supervisor: one JSON object per SOCK_SEQPACKET message
- * (at most SUPMSG_MAX bytes), fds passed with SCM_RIGHTS. A closed set of
- * operations each way:
+ * (at most SUPMSG_MAX bytes), fds passed with SCM_RIGHTS. This file holds
+ * the one encoder and decoder of both directions (closed key set per
+ * operation, typed struct) and the monitor: the table of which operation
+ * each side may send in which state (OpenSSH's monitor.c). It is pure.
  *
  *   daemon -> supervisor
- *     boot  {op,box_id,rootfs,workspace?,state_dir,guest,accel,vcpus,mem_mib,scratch_mib,env[],lifetime_s,console_keep?,
- *            kernel?,modules?}
- *     exec  {op,exec,argv[],env[],cwd?,stdin:"none"|"upfront"|"stream",timeout_s}  fds: client[, stdin memfd]
+ *     boot    {op,box_id,rootfs,workspace?,state_dir,guest,accel,vcpus,mem_mib,scratch_mib,env[],lifetime_s,
+ *              console_keep?,kernel?,modules?}
+ *     exec    {op,exec,argv[],env[],cwd?,stdin:"none"|"upfront"|"stream",timeout_s}  fds: client[, stdin memfd]
  *     release {op,exec}                          the completion is recorded: send the client its EXIT
- *     stop  {op}
- *   supervisor -> daemon (parsed by supmsg_parse: the supervisor parses guest bytes, so its words are checked)
+ *     stop    {op}
+ *   supervisor -> daemon (the supervisor parses guest bytes, so its words are checked twice: here and by the monitor)
  *     ready   {op,accel,isolation,ready_ms}
  *     failed  {op,message}                      boot failed; the supervisor exits
- *     done    {op,exec,status:"ok"|"error",exit_code?,signal?,error?,stdin_sha256?,stdin_bytes?}
+ *     done    {op,exec,status:"ok"|"error",exit_code?|signal?,error?,stdin_sha256?+stdin_bytes?}
  *     event   {op,event,detail?}                a line for the box's events file
  *     stopped {op,reason}                       the VM is gone; the supervisor exits
  */
 
 #define SUPMSG_MAX ((size_t)64 << 10)
 #define SUPMSG_MAX_TEXT 1024 /* message, error, event, detail, reason */
+#define SUPMSG_MAX_PATH 4096 /* boot's paths */
+#define SUPMSG_MAX_NAME 64 /* box_id, accel, isolation */
+#define SUPMSG_MAX_ARGS 4096 /* exec argv entries (= DOOR_MAX_ARGS) */
+#define SUPMSG_MAX_ENV 1024 /* boot and exec env entries (= BOOT_MAX_ENV) */
+#define SUPMSG_MAX_EXEC_ID ((int64_t)1 << 53)
+#define SUPMSG_MAX_TIMEOUT_S (7 * 24 * 3600)
+#define SUPMSG_MAX_MIB (1 << 20)
+#define SUPMSG_MAX_VCPUS 256
 
 enum supmsg_op {
-	SUPMSG_READY = 0,
+	/* daemon -> supervisor */
+	SUPMSG_BOOT = 0,
+	SUPMSG_EXEC,
+	SUPMSG_RELEASE,
+	SUPMSG_STOP,
+	/* supervisor -> daemon */
+	SUPMSG_READY,
 	SUPMSG_FAILED,
 	SUPMSG_DONE,
 	SUPMSG_EVENT,
 	SUPMSG_STOPPED,
+	SUPMSG_OP_COUNT,
 };
 
+enum supmsg_dir {
+	SUPMSG_TO_SUPERVISOR = 0,
+	SUPMSG_TO_DAEMON,
+};
+
+enum supmsg_stdin {
+	SUPMSG_STDIN_NONE = 0,
+	SUPMSG_STDIN_UPFRONT, /* a sealed memfd comes with the message */
+	SUPMSG_STDIN_STREAM, /* the client streams it (exec stream) */
+};
+
+/*
+ * One message. A decoded message owns every string and string array
+ * (supmsg_release frees them); a message built for supmsg_encode borrows
+ * them from the caller and is never released.
+ */
 struct supmsg {
 	enum supmsg_op op;
-	json_t *obj; /* owns the strings below */
-	const char *accel, *isolation, *message, *status, *error, *stdin_sha256, *event, *detail, *reason;
-	int64_t ready_ms, exec, exit_code, signal, stdin_bytes;
-	bool has_exit_code, has_signal, has_stdin;
+	/* boot */
+	char *box_id, *rootfs, *workspace, *state_dir, *guest, *accel, *console_keep, *kernel, *modules;
+	int64_t vcpus, mem_mib, scratch_mib, lifetime_s;
+	char **env; /* boot and exec: NULL-terminated, "K=V" */
+	size_t envc;
+	/* exec, release, done */
+	int64_t exec;
+	char **argv; /* exec: NULL-terminated */
+	size_t argc;
+	char *cwd;
+	enum supmsg_stdin stdin_mode;
+	int64_t timeout_s;
+	/* ready (accel above) */
+	char *isolation;
+	int64_t ready_ms;
+	/* failed */
+	char *message;
+	/* done */
+	bool ok;
+	bool has_exit; /* the command ran to an end (else: error says why) */
+	struct exit_status exit;
+	char *error;
+	char *stdin_sha256; /* streamed stdin: its digest (hex) and size */
+	int64_t stdin_bytes;
+	/* event */
+	char *event, *detail;
+	/* stopped */
+	char *reason;
 };
 
+/* The direction an operation goes (the tables below). */
+enum supmsg_dir supmsg_op_dir(enum supmsg_op op);
+const char *supmsg_op_name(enum supmsg_op op);
+
+/* The fds an operation carries: exec 1 (the client), 2 with up-front stdin; the others 0. */
+size_t supmsg_fds(const struct supmsg *m);
+
+/*
+ * Decode one message sent in direction dir: -EPROTO for an operation that
+ * does not go that way (or none), -EBADMSG for a malformed or out-of-range
+ * member, -E2BIG past a cap. On success *ret owns its strings.
+ */
+_wur_ int supmsg_decode(enum supmsg_dir dir, const uint8_t *p, size_t n, struct supmsg *ret);
+
+/* What the daemon reads: supmsg_decode(SUPMSG_TO_DAEMON, ...). */
 _wur_ int supmsg_parse(const uint8_t *p, size_t n, struct supmsg *ret);
+
+/*
+ * Encode m as the JSON object ipc_send writes (compactly, at most SUPMSG_MAX
+ * bytes); -EINVAL for a message the decoder would refuse.
+ */
+_wur_ int supmsg_encode(const struct supmsg *m, json_t **ret);
+
 void supmsg_release(struct supmsg *m);
+
+/*
+ * The monitor: each side keeps one and passes every message it sends and
+ * receives through supmon_check (may it go now?) and supmon_apply (it went).
+ * The states and what each operation may do in them:
+ *
+ *   operation  direction   allowed in              then
+ *   boot       to sup.     BEFORE BOOT (INIT)      BOOTING
+ *   exec       to sup.     UP                      exec N open (N not open already, at most SUPMON_MAX_EXECS open)
+ *   release    to sup.     UP, STOPPING, OVER      exec N done -> forgotten (once per exec)
+ *   stop       to sup.     UP                      STOPPING
+ *   ready      to daemon   BOOTING                 UP
+ *   failed     to daemon   BEFORE BOOT, BOOTING    OVER (before boot: the boot request itself was refused)
+ *   done       to daemon   UP, STOPPING            exec N open -> done (once per exec)
+ *   event      to daemon   BOOTING, UP, STOPPING   -
+ *   stopped    to daemon   UP, STOPPING            OVER
+ *
+ * Anything else is refused: the daemon kills the supervisor, stops the box
+ * and records a tkbox.gap; the supervisor stops the box and exits.
+ */
+
+#define SUPMON_MAX_EXECS 256 /* execs sent and not yet released (the daemon allows fewer per box) */
+
+enum supmon_state {
+	SUPMON_INIT = 0, /* nothing sent */
+	SUPMON_BOOTING, /* boot sent, no answer yet */
+	SUPMON_UP, /* ready */
+	SUPMON_STOPPING, /* stop sent */
+	SUPMON_OVER, /* failed or stopped: the supervisor exits */
+};
+
+struct supmon {
+	enum supmon_state state;
+	size_t n;
+	struct {
+		int64_t exec;
+		bool done;
+	} x[SUPMON_MAX_EXECS];
+};
+
+void supmon_init(struct supmon *mon);
+const char *supmon_state_name(enum supmon_state s);
+
+/* May m go in direction dir now? 0, or -EPROTO with *ret_why naming the rule (a static string). */
+_wur_ int supmon_check(const struct supmon *mon, enum supmsg_dir dir, const struct supmsg *m, const char **ret_why);
+
+/* supmon_check, then the state change m makes. */
+_wur_ int supmon_apply(struct supmon *mon, enum supmsg_dir dir, const struct supmsg *m, const char **ret_why);
+
+/*
+ * The daemon's reader decides with this on each supervisor message: decode
+ * (SUPMSG_TO_DAEMON) and supmon_apply. -EPROTO/-EBADMSG/-E2BIG: the
+ * supervisor broke the protocol (*ret_why says how); on success *ret owns
+ * the decoded message.
+ */
+_wur_ int supmon_receive(struct supmon *mon, const uint8_t *p, size_t n, struct supmsg *ret, const char **ret_why);
 
 #endif

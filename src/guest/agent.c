@@ -539,11 +539,11 @@ static void finish_execs(struct agent *a)
 		}
 		m.id = s->id;
 		if (WIFSIGNALED(s->status)) {
-			m.exited = false;
-			m.signal = WTERMSIG(s->status);
+			m.exit = (struct exit_status){ .kind = EXIT_KIND_SIGNALED,
+						       .value = (uint32_t)WTERMSIG(s->status) };
 		} else {
-			m.exited = true;
-			m.code = WEXITSTATUS(s->status);
+			m.exit = (struct exit_status){ .kind = EXIT_KIND_EXITED,
+						       .value = (uint32_t)WEXITSTATUS(s->status) };
 		}
 		r = agent_msg_encode(&m, &a->out);
 		if (r < 0) {

@@ -29,6 +29,7 @@
 #include "json.h"
 #include "log.h"
 #include "vmm/agent-proto.h"
+#include "vmm/boot-proto.h"
 
 #define NEWROOT "/run/tk/root"
 #define MODULES_DIR "/modules"

@@ -23,7 +23,8 @@ int image_cache_open(const char *state_dir, bool exclusive, struct image_cache *
 	if (mkdir(state_dir, 0700) < 0 && errno != EEXIST) {
 		return negative_errno();
 	}
-	sfd = open(state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	/* O_PATH: a confined image child (SANDBOX_IMAGE_*) may not read the state directory, only images/ */
+	sfd = open(state_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (sfd < 0) {
 		return negative_errno();
 	}

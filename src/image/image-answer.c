@@ -9,7 +9,7 @@
 #include "json.h"
 #include "log.h"
 /* BOOT_MAX_ENV, BOOT_MAX_STRING: the env of an answer ends up in the box's boot config, so it has the same limits */
-#include "vmm/agent-proto.h"
+#include "vmm/boot-proto.h"
 
 #define PFX "image answer: "
 

@@ -9,7 +9,10 @@
  * The answer of the image child: what `tkbox images --json resolve|pull REF`
  * prints on stdout and what the daemon reads back (image_answer_exec). The
  * child parses registry answers and layer bytes; the daemon holds keys and
- * secrets, so it reads nothing from the child but this one message.
+ * secrets, so it reads nothing from the child but this one message. The
+ * child confines itself before it reads any input (src/cli/child-confine.h:
+ * SANDBOX_IMAGE_PULL for a registry reference, SANDBOX_IMAGE_LOCAL, without
+ * network sockets, for a local source; writes under <state>/images only).
  *
  * Wire form: one JSON object in JCS canonical form (RFC 8785) followed by
  * one "\n", at most IMAGE_ANSWER_MAX_BYTES in all. The key set is closed and

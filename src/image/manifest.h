@@ -4,7 +4,7 @@
 
 #include "image/ref.h"
 #include "image/util.h"
-#include "vmm/agent-proto.h"
+#include "vmm/boot-proto.h"
 
 /*
  * OCI / docker v2 image indexes, manifests and configs: pure parsers over

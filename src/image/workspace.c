@@ -467,20 +467,55 @@ static int run_git(const struct workspace_opts *o, const char *dir, const char *
 	return 0;
 }
 
+static void refused_by(const struct workspace_opts *o, const char *rule)
+{
+	if (o->ret_rule) {
+		*o->ret_rule = rule;
+	}
+}
+
+/*
+ * A new directory beside o->out named PREFIX-XXXXXX (the out directory is the
+ * only one a confined builder may write: git's HOME goes there too, not to
+ * /tmp). *ret_path and *ret_fd on success.
+ */
+static int mkdtemp_beside(const char *outdir, const char *prefix, char **ret_path, int *ret_fd)
+{
+	_cleanup_free_ char *p = NULL;
+	int fd;
+
+	if (asprintf(&p, "%s%s-XXXXXX", outdir, prefix) < 0) {
+		return -ENOMEM;
+	}
+	if (!mkdtemp(p)) {
+		return negative_errno();
+	}
+	*ret_path = steal_ptr(p);
+	fd = open(*ret_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || fchmod(fd, 0755) < 0) {
+		int r = negative_errno();
+		if (fd >= 0) {
+			(void)close(fd);
+		}
+		return r;
+	}
+	*ret_fd = fd;
+	return 0;
+}
+
 int workspace_build(const struct workspace_opts *o, struct workspace_stats *ret)
 {
 	struct workspace_stats st = { 0 };
 	uint64_t max_files = o->max_files ? o->max_files : WORKSPACE_MAX_FILES;
 	uint64_t max_bytes = o->max_bytes ? o->max_bytes : WORKSPACE_MAX_BYTES;
-	_cleanup_free_ char *dir = NULL, *stage = NULL, *outdir = NULL;
+	_cleanup_free_ char *dir = NULL, *stage = NULL, *outdir = NULL, *home = NULL;
 	_cleanup_buf_ struct buf *list = NULL;
-	_cleanup_close_ int srcfd = -1, stagefd = -1;
-	char home[] = "/tmp/tkbox-ws-home-XXXXXX";
-	bool home_made = false;
+	_cleanup_close_ int srcfd = -1, stagefd = -1, homefd = -1;
 	uint64_t listed = 0;
 	struct ws_meta wm;
 	int r;
 
+	refused_by(o, NULL);
 	dir = realpath(o->dir, NULL);
 	if (!dir) {
 		r = negative_errno();
@@ -491,37 +526,30 @@ int workspace_build(const struct workspace_opts *o, struct workspace_stats *ret)
 	if (srcfd < 0) {
 		return negative_errno();
 	}
-	if (!mkdtemp(home)) {
-		return negative_errno();
+	{
+		const char *slash = strrchr(o->out, '/');
+		outdir = slash ? strndup(o->out, (size_t)(slash - o->out) + 1) : strdup("./");
+		if (!outdir) {
+			return -ENOMEM;
+		}
 	}
-	home_made = true;
+	r = mkdtemp_beside(outdir, ".tkbox-ws-home", &home, &homefd);
+	if (r < 0) {
+		image_diag_set(o->diag, "cannot make git's empty HOME beside %s: %s", o->out, tk_strerror(r));
+		goto out;
+	}
 	r = buf_new(WORKSPACE_MAX_LISTING, 0, &list);
 	if (r < 0) {
 		goto out;
 	}
 	r = run_git(o, dir, home, list);
 	if (r < 0) {
+		refused_by(o, r == -E2BIG ? "WORKSPACE_MAX_LISTING" : "git ls-files");
 		goto out;
 	}
-	{
-		const char *slash = strrchr(o->out, '/');
-		outdir = slash ? strndup(o->out, (size_t)(slash - o->out) + 1) : strdup("./");
-		if (!outdir || asprintf(&stage, "%s.tkbox-ws-XXXXXX", outdir) < 0) {
-			stage = NULL;
-			r = -ENOMEM;
-			goto out;
-		}
-		if (!mkdtemp(stage)) {
-			r = negative_errno();
-			free(stage);
-			stage = NULL;
-			goto out;
-		}
-		stagefd = open(stage, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (stagefd < 0 || fchmod(stagefd, 0755) < 0) {
-			r = negative_errno();
-			goto out;
-		}
+	r = mkdtemp_beside(outdir, ".tkbox-ws", &stage, &stagefd);
+	if (r < 0) {
+		goto out;
 	}
 	for (const char *p = (const char *)buf_ptr(list), *end = p + buf_len(list); p < end;) {
 		const char *z = memchr(p, '\0', (size_t)(end - p));
@@ -537,6 +565,7 @@ int workspace_build(const struct workspace_opts *o, struct workspace_stats *ret)
 		if (++listed > max_files) {
 			image_diag_set(o->diag, "workspace has more than WORKSPACE_MAX_FILES (%llu) files",
 				       (unsigned long long)max_files);
+			refused_by(o, "WORKSPACE_MAX_FILES");
 			r = -E2BIG;
 			goto out;
 		}
@@ -563,6 +592,9 @@ int workspace_build(const struct workspace_opts *o, struct workspace_stats *ret)
 			continue;
 		}
 		r = copy_one(o, srcfd, stagefd, rel, &st, max_bytes);
+		if (r == -EFBIG) {
+			refused_by(o, "WORKSPACE_MAX_BYTES");
+		}
 		if (r < 0) {
 			if (!o->diag || !o->diag->msg[0]) {
 				char q[LOG_QUOTE_BUFSIZE];
@@ -576,17 +608,17 @@ int workspace_build(const struct workspace_opts *o, struct workspace_stats *ret)
 	r = ext4_build(stage, o->out, "tkbox-ws", ws_meta_cb, &wm, NULL, o->diag);
 	if (r >= 0) {
 		*ret = st;
+	} else {
+		refused_by(o, "ext4 build");
 	}
 out:
-	if (stage) {
-		int tfd = open(outdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	for (int i = 0; i < 2; i++) {
+		const char *d = i == 0 ? stage : home;
+		int tfd = d ? open(outdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
 		if (tfd >= 0) {
-			(void)image_rm_rf_at(tfd, strrchr(stage, '/') ? strrchr(stage, '/') + 1 : stage);
+			(void)image_rm_rf_at(tfd, strrchr(d, '/') ? strrchr(d, '/') + 1 : d);
 			(void)close(tfd);
 		}
-	}
-	if (home_made) {
-		(void)rmdir(home);
 	}
 	return r;
 }

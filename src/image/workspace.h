@@ -22,7 +22,8 @@
  * followed. Each path left out goes to opts.notice with the reason.
  *
  * git runs with an explicit environment: GIT_CONFIG_NOSYSTEM=1,
- * GIT_CONFIG_GLOBAL=/dev/null, HOME and XDG_CONFIG_HOME an empty temp dir,
+ * GIT_CONFIG_GLOBAL=/dev/null, HOME and XDG_CONFIG_HOME an empty directory
+ * made beside out (the one directory a confined builder writes),
  * no pager, no terminal prompt, and -c core.fsmonitor=false
  * -c core.hooksPath=/dev/null -c core.untrackedCache=false
  * -c safe.directory=DIR, so no config names a program it would run.
@@ -42,6 +43,8 @@ struct workspace_opts {
 	void (*notice)(void *userdata, const char *rel, const char *why);
 	void *userdata;
 	struct image_diag *diag;
+	/* when a limit or rule refused the build, its name ("WORKSPACE_MAX_FILES") goes here (may be NULL) */
+	const char **ret_rule;
 };
 
 struct workspace_stats {

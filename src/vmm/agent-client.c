@@ -414,9 +414,7 @@ static int to_event(struct agent_client *c, struct agent_event *ev)
 			return violation(c, m->type, "an exit before the exec started", -EPROTO);
 		}
 		ev->type = AGENT_EV_EXIT;
-		ev->exited = m->exited;
-		ev->code = (int)m->code;
-		ev->signal = (int)m->signal;
+		ev->exit = m->exit;
 		t->used = false;
 		return 0;
 	case AGENT_MSG_ERROR:

@@ -46,9 +46,7 @@ struct agent_event {
 	const uint8_t *data;
 	size_t len;
 	int64_t pid;
-	bool exited;
-	int code;
-	int signal;
+	struct exit_status exit; /* AGENT_EV_EXIT: as the agent's EXIT carried it */
 	const char *err_code; /* valid until the next call */
 	const char *message;
 };

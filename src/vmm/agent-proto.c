@@ -7,6 +7,7 @@
 #include "frame.h"
 #include "json.h"
 #include "vmm/agent-proto.h"
+#include "vmm/proto-json.h"
 
 void agent_msg_release(struct agent_msg *m)
 {
@@ -73,7 +74,7 @@ static bool is_data_type(uint8_t type)
 }
 
 /* A string member with a byte cap; an embedded NUL cannot occur (strict JSON refuses \u0000). */
-static int get_capped_string(const json_t *obj, const char *key, size_t max, char **ret)
+int proto_get_string(const json_t *obj, const char *key, size_t max, char **ret)
 {
 	const char *s;
 	int r;
@@ -94,8 +95,8 @@ static int get_capped_string(const json_t *obj, const char *key, size_t max, cha
 }
 
 /* An array of strings, each at most max_len, at most max_n of them; env entries must be K=V with K non-empty. */
-static int get_strv(const json_t *obj, const char *key, size_t max_n, size_t max_len, bool env, char ***ret,
-		    size_t *ret_n)
+int proto_get_strv(const json_t *obj, const char *key, size_t max_n, size_t max_len, bool env, char ***ret,
+		   size_t *ret_n)
 {
 	json_t *arr;
 	char **v;
@@ -173,14 +174,14 @@ static int decode_exec(const json_t *o, struct agent_msg *m)
 	if (r < 0) {
 		return r;
 	}
-	r = get_strv(o, "argv", AGENT_MAX_ARGS, AGENT_MAX_STRING, false, &m->argv, &m->argc);
+	r = proto_get_strv(o, "argv", AGENT_MAX_ARGS, AGENT_MAX_STRING, false, &m->argv, &m->argc);
 	if (r < 0) {
 		return r;
 	}
 	if (m->argc == 0 || m->argv[0][0] == '\0') {
 		return -EBADMSG;
 	}
-	r = get_strv(o, "env", AGENT_MAX_ENV, AGENT_MAX_STRING, true, &m->env, &m->envc);
+	r = proto_get_strv(o, "env", AGENT_MAX_ENV, AGENT_MAX_STRING, true, &m->env, &m->envc);
 	if (r == -ENOENT) {
 		m->env = calloc(1, sizeof(char *));
 		if (!m->env) {
@@ -189,7 +190,7 @@ static int decode_exec(const json_t *o, struct agent_msg *m)
 	} else if (r < 0) {
 		return r;
 	}
-	r = get_capped_string(o, "cwd", AGENT_MAX_STRING, &m->cwd);
+	r = proto_get_string(o, "cwd", AGENT_MAX_STRING, &m->cwd);
 	if (r < 0 && r != -ENOENT) {
 		return r;
 	}
@@ -283,14 +284,12 @@ static int decode_json(uint8_t type, const uint8_t *p, size_t n, struct agent_ms
 		/* Exactly one of code / signal. */
 		r = json_get_int(o, "code", &a);
 		rb = json_get_int(o, "signal", &b);
-		if (r >= 0 && rb == -ENOENT && a >= 0 && a <= 255) {
-			m->exited = true;
-			m->code = a;
+		if (r >= 0 && rb == -ENOENT && a >= 0 && a <= EXIT_MAX_CODE) {
+			m->exit = (struct exit_status){ .kind = EXIT_KIND_EXITED, .value = (uint32_t)a };
 			return 0;
 		}
-		if (r == -ENOENT && rb >= 0 && b >= 1 && b <= 64) {
-			m->exited = false;
-			m->signal = b;
+		if (r == -ENOENT && rb >= 0 && b >= 1 && b <= EXIT_MAX_SIGNAL) {
+			m->exit = (struct exit_status){ .kind = EXIT_KIND_SIGNALED, .value = (uint32_t)b };
 			return 0;
 		}
 		return -EBADMSG;
@@ -300,10 +299,10 @@ static int decode_json(uint8_t type, const uint8_t *p, size_t n, struct agent_ms
 			r = get_id(o, true, &m->id);
 		}
 		if (r >= 0) {
-			r = get_capped_string(o, "code", 64, &m->err_code);
+			r = proto_get_string(o, "code", 64, &m->err_code);
 		}
 		if (r >= 0) {
-			r = get_capped_string(o, "message", 4096, &m->message);
+			r = proto_get_string(o, "message", 4096, &m->message);
 		}
 		return r;
 	default:
@@ -351,7 +350,7 @@ int agent_msg_decode(uint8_t type, const uint8_t *p, size_t n, struct agent_msg 
 	return 0;
 }
 
-static int json_strv(char *const *v, size_t n, json_t **ret)
+int proto_json_strv(char *const *v, size_t n, json_t **ret)
 {
 	json_t *a = json_array();
 
@@ -368,18 +367,18 @@ static int json_strv(char *const *v, size_t n, json_t **ret)
 	return 0;
 }
 
-static int set_int(json_t *o, const char *k, int64_t v)
+int proto_set_int(json_t *o, const char *k, int64_t v)
 {
 	return json_object_set_new(o, k, json_integer(v)) < 0 ? -ENOMEM : 0;
 }
 
-static int set_str(json_t *o, const char *k, const char *v)
+int proto_set_str(json_t *o, const char *k, const char *v)
 {
 	/* json_string refuses invalid UTF-8: that is a caller error worth reporting. */
 	return json_object_set_new(o, k, json_string(v)) < 0 ? -EINVAL : 0;
 }
 
-static int emit_json(struct buf *out, uint8_t type, const json_t *o)
+int proto_emit_json(struct buf *out, uint8_t type, const json_t *o)
 {
 	struct buf tmp;
 	int r;
@@ -417,64 +416,66 @@ int agent_msg_encode(const struct agent_msg *m, struct buf *out)
 		break;
 	case AGENT_MSG_PING:
 	case AGENT_MSG_PONG:
-		r = set_int(o, "id", m->id);
+		r = proto_set_int(o, "id", m->id);
 		break;
 	case AGENT_MSG_EXEC:
 		if (!m->argv || m->argc == 0 || m->argc > AGENT_MAX_ARGS || m->envc > AGENT_MAX_ENV) {
 			return -EINVAL;
 		}
-		r = set_int(o, "id", m->id);
+		r = proto_set_int(o, "id", m->id);
 		if (r >= 0) {
-			r = json_strv(m->argv, m->argc, &a);
+			r = proto_json_strv(m->argv, m->argc, &a);
 			if (r >= 0) {
 				r = json_object_set_new(o, "argv", a) < 0 ? -ENOMEM : 0;
 			}
 		}
 		if (r >= 0 && m->env && m->envc > 0) {
-			r = json_strv(m->env, m->envc, &a);
+			r = proto_json_strv(m->env, m->envc, &a);
 			if (r >= 0) {
 				r = json_object_set_new(o, "env", a) < 0 ? -ENOMEM : 0;
 			}
 		}
 		if (r >= 0 && m->cwd) {
-			r = set_str(o, "cwd", m->cwd);
+			r = proto_set_str(o, "cwd", m->cwd);
 		}
 		if (r >= 0 && m->stdin_open) {
 			r = json_object_set_new(o, "stdin", json_true()) < 0 ? -ENOMEM : 0;
 		}
 		break;
 	case AGENT_MSG_SIGNAL:
-		r = set_int(o, "id", m->id);
+		r = proto_set_int(o, "id", m->id);
 		if (r >= 0) {
-			r = set_int(o, "signal", m->signal);
+			r = proto_set_int(o, "signal", m->signal);
 		}
 		break;
 	case AGENT_MSG_WINDOW:
 	case AGENT_MSG_STDIN_WINDOW:
-		r = set_int(o, "id", m->id);
+		r = proto_set_int(o, "id", m->id);
 		if (r >= 0) {
-			r = set_int(o, "bytes", m->bytes);
+			r = proto_set_int(o, "bytes", m->bytes);
 		}
 		break;
 	case AGENT_MSG_STARTED:
-		r = set_int(o, "id", m->id);
+		r = proto_set_int(o, "id", m->id);
 		if (r >= 0) {
-			r = set_int(o, "pid", m->pid);
+			r = proto_set_int(o, "pid", m->pid);
 		}
 		break;
 	case AGENT_MSG_EXIT:
-		r = set_int(o, "id", m->id);
+		r = proto_set_int(o, "id", m->id);
 		if (r >= 0) {
-			r = m->exited ? set_int(o, "code", m->code) : set_int(o, "signal", m->signal);
+			r = !exit_status_valid(&m->exit)       ? -EINVAL
+			    : m->exit.kind == EXIT_KIND_EXITED ? proto_set_int(o, "code", m->exit.value)
+							       : proto_set_int(o, "signal", m->exit.value);
 		}
 		break;
 	case AGENT_MSG_ERROR:
-		r = set_int(o, "id", m->id);
+		r = proto_set_int(o, "id", m->id);
 		if (r >= 0) {
-			r = set_str(o, "code", m->err_code ? m->err_code : AGENT_ERR_PROTO);
+			r = proto_set_str(o, "code", m->err_code ? m->err_code : AGENT_ERR_PROTO);
 		}
 		if (r >= 0) {
-			r = set_str(o, "message", m->message ? m->message : "");
+			r = proto_set_str(o, "message", m->message ? m->message : "");
 		}
 		break;
 	default:
@@ -483,7 +484,7 @@ int agent_msg_encode(const struct agent_msg *m, struct buf *out)
 	if (r < 0) {
 		return r;
 	}
-	return emit_json(out, m->type, o);
+	return proto_emit_json(out, m->type, o);
 }
 
 int agent_encode_data(struct buf *out, uint8_t type, uint32_t id, const void *p, size_t n)
@@ -535,153 +536,4 @@ int agent_encode_error(struct buf *out, uint32_t id, const char *code, const cha
 	m.message = (char *)message;
 	r = agent_msg_encode(&m, out);
 	return r;
-}
-
-/* ---- boot config ---- */
-
-void boot_config_release(struct boot_config *c)
-{
-	if (!c) {
-		return;
-	}
-	free(c->box_id);
-	free(c->hostname);
-	strv_free(c->env);
-	*c = (struct boot_config){ 0 };
-}
-
-static bool valid_name(const char *s, size_t max, bool allow_dot_underscore)
-{
-	size_t n = strlen(s);
-
-	if (n == 0 || n > max) {
-		return false;
-	}
-	for (size_t i = 0; i < n; i++) {
-		char ch = s[i];
-		bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-			  ch == '-' || (allow_dot_underscore && (ch == '.' || ch == '_'));
-		if (!ok) {
-			return false;
-		}
-	}
-	return true;
-}
-
-int boot_config_decode(const uint8_t *p, size_t n, struct boot_config *ret)
-{
-	static const char *const keys[] = { "box_id", "hostname", "env",     "clock_sec", "clock_nsec",
-					    "vcpus",  "mem_mib",  "entropy", NULL };
-	struct json_opts opts = JSON_OPTS_DEFAULT;
-	_cleanup_json_ json_t *o = NULL;
-	struct boot_config c = { 0 };
-	int r;
-
-	opts.max_bytes = AGENT_MAX_JSON;
-	opts.max_depth = 4;
-	r = json_parse_strict(p, n, &opts, &o);
-	if (r < 0) {
-		return r;
-	}
-	r = json_only_keys(o, keys);
-	if (r >= 0) {
-		r = get_capped_string(o, "box_id", 64, &c.box_id);
-	}
-	if (r >= 0 && !valid_name(c.box_id, 64, true)) {
-		r = -EBADMSG;
-	}
-	if (r >= 0) {
-		r = get_capped_string(o, "hostname", 63, &c.hostname);
-	}
-	if (r >= 0 && !valid_name(c.hostname, 63, false)) {
-		r = -EBADMSG;
-	}
-	if (r >= 0) {
-		r = get_strv(o, "env", BOOT_MAX_ENV, BOOT_MAX_STRING, true, &c.env, &c.envc);
-	}
-	if (r >= 0) {
-		r = json_get_int(o, "clock_sec", &c.clock_sec);
-	}
-	if (r >= 0) {
-		r = json_get_int(o, "clock_nsec", &c.clock_nsec);
-	}
-	if (r >= 0) {
-		r = json_get_int(o, "vcpus", &c.vcpus);
-	}
-	if (r >= 0) {
-		r = json_get_int(o, "mem_mib", &c.mem_mib);
-	}
-	if (r >= 0) {
-		json_t *arr;
-		r = json_get_array(o, "entropy", &arr);
-		if (r >= 0 && json_array_size(arr) != BOOT_ENTROPY_WORDS) {
-			r = -EBADMSG;
-		}
-		for (size_t i = 0; r >= 0 && i < BOOT_ENTROPY_WORDS; i++) {
-			json_t *v = json_array_get(arr, i);
-			if (!json_is_integer(v) || json_integer_value(v) < 0 ||
-			    json_integer_value(v) > (json_int_t)UINT32_MAX) {
-				r = -EBADMSG;
-			} else {
-				c.entropy[i] = (uint32_t)json_integer_value(v);
-			}
-		}
-	}
-	if (r >= 0 && (c.clock_sec < 0 || c.clock_nsec < 0 || c.clock_nsec > 999999999 || c.vcpus < 1 ||
-		       c.vcpus > 256 || c.mem_mib < 64 || c.mem_mib > (1 << 20))) {
-		r = -EBADMSG;
-	}
-	if (r < 0) {
-		boot_config_release(&c);
-		return r;
-	}
-	*ret = c;
-	return 0;
-}
-
-int boot_config_encode(const struct boot_config *c, struct buf *out)
-{
-	_cleanup_json_ json_t *o = json_object();
-	json_t *a;
-	int r;
-
-	if (!o) {
-		return -ENOMEM;
-	}
-	r = set_str(o, "box_id", c->box_id);
-	if (r >= 0) {
-		r = set_str(o, "hostname", c->hostname);
-	}
-	if (r >= 0) {
-		r = json_strv(c->env, c->envc, &a);
-		if (r >= 0) {
-			r = json_object_set_new(o, "env", a) < 0 ? -ENOMEM : 0;
-		}
-	}
-	if (r >= 0) {
-		r = set_int(o, "clock_sec", c->clock_sec);
-	}
-	if (r >= 0) {
-		r = set_int(o, "clock_nsec", c->clock_nsec);
-	}
-	if (r >= 0) {
-		r = set_int(o, "vcpus", c->vcpus);
-	}
-	if (r >= 0) {
-		r = set_int(o, "mem_mib", c->mem_mib);
-	}
-	if (r >= 0) {
-		a = json_array();
-		r = a ? 0 : -ENOMEM;
-		for (size_t i = 0; r >= 0 && i < BOOT_ENTROPY_WORDS; i++) {
-			r = json_array_append_new(a, json_integer(c->entropy[i])) < 0 ? -ENOMEM : 0;
-		}
-		if (a && json_object_set_new(o, "entropy", a) < 0 && r >= 0) {
-			r = -ENOMEM;
-		}
-	}
-	if (r < 0) {
-		return r;
-	}
-	return emit_json(out, AGENT_MSG_BOOT_CONFIG, o);
 }

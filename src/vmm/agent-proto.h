@@ -3,10 +3,11 @@
 #define TKBOX_VMM_AGENT_PROTO_H
 
 #include "buf.h"
+#include "exit-status.h"
 
 /*
- * The agent RPC spoken over the tkbox.agent port, and the boot config served
- * once over tkbox.boot. Compiled into both the host (src/vmm) and the static
+ * The agent RPC spoken over the tkbox.agent port (the boot config served once
+ * over tkbox.boot is in vmm/boot-proto.h; its frame types are below). Compiled into both the host (src/vmm) and the static
  * guest (src/guest): it needs buf, frame and json only, never libcrypto.
  *
  * Every message is one frame [type u8][len u32 BE][payload] (frame.h). The
@@ -74,11 +75,11 @@ struct agent_msg {
 	size_t envc;
 	char *cwd; /* NULL: "/" */
 	bool stdin_open; /* EXEC: stdin will be streamed (else /dev/null) */
-	/* STARTED / EXIT / SIGNAL / WINDOW / STDIN_WINDOW */
+	/* STARTED / SIGNAL / WINDOW / STDIN_WINDOW */
 	int64_t pid;
-	bool exited; /* EXIT: true with code, false with signal */
-	int64_t code;
 	int64_t signal;
+	/* EXIT: {"code"} or {"signal"}, never both */
+	struct exit_status exit;
 	int64_t bytes;
 	/* ERROR */
 	char *err_code;
@@ -111,32 +112,5 @@ _wur_ int agent_encode_error(struct buf *out, uint32_t id, const char *code, con
 
 /* Signals a host may ask for (SIGHUP SIGINT SIGQUIT SIGKILL SIGTERM). */
 bool agent_signal_allowed(int64_t sig);
-
-/* The boot config (tkbox.boot). */
-#define BOOT_MAX_ENV 1024
-#define BOOT_MAX_STRING (64u * 1024)
-#define BOOT_ENTROPY_WORDS 8
-
-struct boot_config {
-	char *box_id; /* [A-Za-z0-9._-]{1,64} */
-	char *hostname; /* 1..63 bytes, [A-Za-z0-9-] */
-	char **env; /* NULL-terminated, "K=V": the box's base environment */
-	size_t envc;
-	int64_t clock_sec; /* host CLOCK_REALTIME at launch */
-	int64_t clock_nsec;
-	int64_t vcpus;
-	int64_t mem_mib;
-	/*
-	 * Host randomness credited to the guest kernel's pool at boot: without it
-	 * the CRNG of a TCG guest is not ready for seconds and the first
-	 * /dev/urandom or getrandom() reader stalls.
-	 */
-	uint32_t entropy[BOOT_ENTROPY_WORDS];
-};
-
-void boot_config_release(struct boot_config *c);
-_wur_ int boot_config_decode(const uint8_t *p, size_t n, struct boot_config *ret);
-/* Appends one AGENT_MSG_BOOT_CONFIG frame. */
-_wur_ int boot_config_encode(const struct boot_config *c, struct buf *out);
 
 #endif

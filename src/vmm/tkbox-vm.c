@@ -248,7 +248,7 @@ static int cmd_run(struct opts *o)
 			r = io_write_all(2, ev.data, ev.len);
 			break;
 		case AGENT_EV_EXIT:
-			status = ev.exited ? ev.code : 128 + ev.signal;
+			status = exit_status_shell(&ev.exit);
 			break;
 		case AGENT_EV_ERROR:
 			fprintf(stderr, "tkbox-vm: guest error (%s): %s\n", ev.err_code, ev.message);

@@ -261,25 +261,156 @@ static _noreturn_ void console_drain(int in, int out, size_t max)
 	}
 }
 
-int vm_start(const struct vm_config *c, struct vm **ret)
+/* The box's own uid for its QEMU and console drainer, set once by the supervisor (vm_run_as). */
+static struct {
+	bool set;
+	uid_t uid;
+	gid_t gid;
+} run_as;
+
+void vm_run_as(uid_t uid, gid_t gid)
+{
+	run_as.set = true;
+	run_as.uid = uid;
+	run_as.gid = gid;
+}
+
+/*
+ * What QEMU under its own uid gets instead of paths it may not be able to
+ * open (a root-only state directory or image cache): the read-only disks as
+ * fds in an fdset (/dev/fdset/N; QEMU dups them, no permission check), the
+ * kernel as /proc/self/fd/N (its mode must let the uid read it: the asset
+ * cache writes it 0644). The box directory, its sockets, initrd and scratch
+ * are the box's: chowned to the uid.
+ */
+struct qemu_fds {
+	int kernel, rootfs, workspace;
+	gid_t kvm_gid; /* (gid_t)-1: no supplementary group */
+	char kernel_path[32];
+};
+
+static int qemu_fds_open(struct vm_config *c, struct qemu_fds *f)
+{
+	struct stat st;
+
+	*f = (struct qemu_fds){ .kernel = -1, .rootfs = -1, .workspace = -1, .kvm_gid = (gid_t)-1 };
+	f->kernel = open(c->kernel, O_RDONLY | O_CLOEXEC);
+	f->rootfs = c->rootfs ? open(c->rootfs, O_RDONLY | O_CLOEXEC) : -2;
+	f->workspace = c->workspace ? open(c->workspace, O_RDONLY | O_CLOEXEC) : -2;
+	if (f->kernel < 0 || f->rootfs == -1 || f->workspace == -1) {
+		return -errno;
+	}
+	if (chown(c->box_dir, c->uid, c->gid) < 0 || chown(c->initrd, c->uid, c->gid) < 0 ||
+	    (c->scratch && chown(c->scratch, c->uid, c->gid) < 0)) {
+		return -errno;
+	}
+	/* /dev/kvm readable and writable by its group only (the usual 0660 root:kvm): QEMU joins that group. */
+	if (c->accel == VM_ACCEL_KVM && stat("/dev/kvm", &st) == 0 && (st.st_mode & 0006) != 0006 &&
+	    (st.st_mode & 0060) == 0060) {
+		f->kvm_gid = st.st_gid;
+	}
+	(void)snprintf(f->kernel_path, sizeof(f->kernel_path), "/proc/self/fd/%d", f->kernel);
+	c->kernel = f->kernel_path;
+	c->rootfs = c->rootfs ? "/dev/fdset/1" : NULL;
+	c->workspace = c->workspace ? "/dev/fdset/2" : NULL;
+	return 0;
+}
+
+static void qemu_fds_close(struct qemu_fds *f)
+{
+	int *fds[] = { &f->kernel, &f->rootfs, &f->workspace };
+	for (size_t i = 0; i < ARRAY_SIZE(fds); i++) {
+		if (*fds[i] >= 0) {
+			(void)close(*fds[i]);
+		}
+		*fds[i] = -1;
+	}
+}
+
+/* argv + "-add-fd fd=N,set=K" for each disk given by fd. */
+static int qemu_fds_argv(const struct qemu_fds *f, char ***argv)
+{
+	size_t n = 0;
+	char **v;
+
+	while ((*argv)[n]) {
+		n++;
+	}
+	v = realloc(*argv, (n + 5) * sizeof(char *));
+	if (!v) {
+		return -ENOMEM;
+	}
+	*argv = v;
+	v[n] = NULL;
+	for (int set = 1; set <= 2; set++) {
+		int fd = set == 1 ? f->rootfs : f->workspace;
+		if (fd < 0) {
+			continue;
+		}
+		if (!(v[n] = strdup("-add-fd")) || asprintf(&v[n + 1], "fd=%d,set=%d", fd, set) < 0) {
+			free(v[n]);
+			v[n] = NULL;
+			return -ENOMEM;
+		}
+		n += 2;
+		v[n] = NULL;
+	}
+	return 0;
+}
+
+/* In QEMU's child, before exec: keep the fds, then the box's uid (and /dev/kvm's group when it needs it). */
+static void qemu_child_drop(const struct vm_config *c, const struct qemu_fds *f)
+{
+	int fds[] = { f->kernel, f->rootfs, f->workspace };
+
+	for (size_t i = 0; i < ARRAY_SIZE(fds); i++) {
+		if (fds[i] >= 0 && fcntl(fds[i], F_SETFD, 0) < 0) {
+			_exit(126);
+		}
+	}
+	if (setgroups(f->kvm_gid != (gid_t)-1 ? 1 : 0, &f->kvm_gid) < 0 || setresgid(c->gid, c->gid, c->gid) < 0 ||
+	    setresuid(c->uid, c->uid, c->uid) < 0) {
+		_exit(126);
+	}
+}
+
+int vm_start(const struct vm_config *c0, struct vm **ret)
 {
 	int lfd[CH_COUNT], cfd[CH_COUNT];
 	_cleanup_free_ char *log_path = NULL;
 	char **argv = NULL;
 	struct vm *vm;
+	struct vm_config cc = *c0;
+	const struct vm_config *c = &cc;
+	struct qemu_fds qf = { .kernel = -1, .rootfs = -1, .workspace = -1 };
 	uint64_t deadline;
 	int r;
 
 	for (size_t i = 0; i < CH_COUNT; i++) {
 		lfd[i] = cfd[i] = -1;
 	}
-	r = vm_qemu_argv(c, &argv);
+	/* A box (not the accelerator probe, which has no rootfs) runs QEMU under the box's uid when it has one. */
+	if (run_as.set && c0->rootfs && !c0->drop_privileges) {
+		cc.drop_privileges = true;
+		cc.uid = run_as.uid;
+		cc.gid = run_as.gid;
+	}
+	r = cc.drop_privileges ? qemu_fds_open(&cc, &qf) : 0;
+	if (r >= 0) {
+		r = vm_qemu_argv(c, &argv);
+	}
+	if (r >= 0 && cc.drop_privileges) {
+		r = qemu_fds_argv(&qf, &argv);
+	}
 	if (r < 0) {
+		strv_free(argv);
+		qemu_fds_close(&qf);
 		return r;
 	}
 	vm = calloc(1, sizeof(*vm));
 	if (!vm) {
 		strv_free(argv);
+		qemu_fds_close(&qf);
 		return -ENOMEM;
 	}
 	*vm = (struct vm){ .agent_fd = -1, .egress_fd = -1, .boot_fd = -1, .qmp_fd = -1, .accel = c->accel };
@@ -294,6 +425,10 @@ int vm_start(const struct vm_config *c, struct vm **ret)
 			r = log_error_errno(lfd[i], "listening on %s", p);
 			goto fail;
 		}
+		if (c->drop_privileges && chown(p, c->uid, c->gid) < 0) {
+			r = log_error_errno(-errno, "giving %s to the box's uid", p);
+			goto fail;
+		}
 	}
 	vm->qemu_pid = fork();
 	if (vm->qemu_pid < 0) {
@@ -301,24 +436,22 @@ int vm_start(const struct vm_config *c, struct vm **ret)
 		goto fail;
 	}
 	if (vm->qemu_pid == 0) {
-		/* QEMU must not outlive its supervisor. */
-		(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
 		int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
 		if (nul >= 0) {
 			(void)dup2(nul, 0);
 			(void)dup2(nul, 1);
 		}
 		if (c->drop_privileges) {
-			if (setgroups(0, NULL) < 0 || setresgid(c->gid, c->gid, c->gid) < 0 ||
-			    setresuid(c->uid, c->uid, c->uid) < 0) {
-				_exit(126);
-			}
+			qemu_child_drop(c, &qf);
 		}
+		/* QEMU must not outlive its supervisor (after the uid change, which clears this setting). */
+		(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
 		execvp(argv[0], argv);
 		_exit(127);
 	}
 	strv_free(argv);
 	argv = NULL;
+	qemu_fds_close(&qf);
 	/* Accept QEMU's connection on every channel; QEMU connects while it initialises. */
 	deadline = clock_mono_ms() + VM_CONNECT_TIMEOUT_MS;
 	for (;;) {
@@ -379,8 +512,17 @@ int vm_start(const struct vm_config *c, struct vm **ret)
 			r = log_error_errno(-errno, "open %s", log_path);
 			goto fail;
 		}
+		if (c->drop_privileges && fchown(logfd, c->uid, c->gid) < 0) {
+			r = log_error_errno(-errno, "giving %s to the box's uid", log_path);
+			(void)close(logfd);
+			goto fail;
+		}
 		vm->console_pid = fork();
 		if (vm->console_pid == 0) {
+			if (c->drop_privileges && (setgroups(0, NULL) < 0 || setresgid(c->gid, c->gid, c->gid) < 0 ||
+						   setresuid(c->uid, c->uid, c->uid) < 0)) {
+				_exit(126);
+			}
 			(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
 			console_drain(cfd[CH_CONSOLE], logfd, c->console_max ? c->console_max : VM_CONSOLE_LOG_MAX);
 		}
@@ -401,6 +543,7 @@ int vm_start(const struct vm_config *c, struct vm **ret)
 
 fail:
 	strv_free(argv);
+	qemu_fds_close(&qf);
 	for (size_t i = 0; i < CH_COUNT; i++) {
 		if (lfd[i] >= 0) {
 			(void)close(lfd[i]);

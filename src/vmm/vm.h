@@ -4,7 +4,7 @@
 
 #include <sys/types.h>
 
-#include "vmm/agent-proto.h"
+#include "vmm/boot-proto.h"
 
 /*
  * One box's VM: QEMU microvm with no network device, started by the
@@ -71,6 +71,14 @@ struct vm {
 	bool reaped;
 	bool qmp_negotiated;
 };
+
+/*
+ * From now on a box's QEMU (and its console drainer) runs as uid:gid
+ * (setgroups to none, or /dev/kvm's group when KVM needs it). Its disks are
+ * handed over as fds, so the image cache may stay private. Not for the
+ * accelerator probe (a config with no rootfs).
+ */
+void vm_run_as(uid_t uid, gid_t gid);
 
 /* Start QEMU and wait until it connected to every channel. */
 _wur_ int vm_start(const struct vm_config *c, struct vm **ret);

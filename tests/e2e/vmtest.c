@@ -84,9 +84,9 @@ static void apply(struct result *r, const struct agent_event *ev)
 		break;
 	case AGENT_EV_EXIT:
 		r->done = true;
-		r->exited = ev->exited;
-		r->code = ev->code;
-		r->signal = ev->signal;
+		r->exited = ev->exit.kind == EXIT_KIND_EXITED;
+		r->code = r->exited ? (int)ev->exit.value : 0;
+		r->signal = r->exited ? 0 : (int)ev->exit.value;
 		break;
 	case AGENT_EV_ERROR:
 		r->done = true;
@@ -431,7 +431,8 @@ static void check_parallel(struct vm_box *b)
 	while (r >= 0 && killed < AGENT_MAX_EXECS && vm_box_now_ns() < deadline) {
 		struct agent_event ev;
 		r = agent_client_next(b->agent, 1000, &ev);
-		if (r > 0 && ev.type == AGENT_EV_EXIT && !ev.exited && ev.signal == SIGKILL) {
+		if (r > 0 && ev.type == AGENT_EV_EXIT && ev.exit.kind == EXIT_KIND_SIGNALED &&
+		    ev.exit.value == SIGKILL) {
 			killed++;
 		}
 	}

@@ -320,5 +320,51 @@ WS2=$W/ws2.ext4
 $CLI workspace build "$R" -o "$WS2" --uid 1000 --gid 1000 >/dev/null 2>&1
 check "workspace --uid/--gid 1000" test "$(mode_of "$WS2" / app.py | cut -d' ' -f2-)" = "1000 1000"
 
+# ---- the children, confined (issue 11) ----
+# The workspace builder as the daemon runs it: a child `workspace build --json` (SANDBOX_WORKSPACE), whose
+# one answer is decoded (workspace_answer_exec); what it left out and its refusals come back in that answer.
+mkdir -p "$W/ws-child"
+WSC=$W/ws-child/ws.ext4
+$CLI workspace build --subprocess "$R" -o "$WSC" >"$W/wsc.out" 2>"$W/wsc.err" || cat "$W/wsc.err"
+check "workspace (child): image built" has "$WSC" / app.py
+check "workspace (child): credentials left out" lacks "$WSC" / secrets.pem
+check "workspace (child): the left-out credentials come back in its answer" grep -q '"secrets.pem"' "$W/wsc.err"
+check "workspace (child): the link out of the checkout comes back too" grep -q '"link-out": symbolic link to an absolute path' "$W/wsc.err"
+check "workspace (child): nothing left beside the image" test "$(ls -A "$W/ws-child")" = ws.ext4
+# git reads the repository's top for a subdirectory, and the main git dir for a linked worktree: both readable
+$CLI workspace build --subprocess --quiet "$R/src" -o "$W/ws-child/sub.ext4" >/dev/null 2>"$W/wsc.err" || cat "$W/wsc.err"
+check "workspace (child): a subdirectory of a checkout" has "$W/ws-child/sub.ext4" / main.c
+git -C "$R" worktree add -q "$W/wt" 2>/dev/null
+$CLI workspace build --subprocess --quiet "$W/wt" -o "$W/ws-child/wt.ext4" >/dev/null 2>"$W/wsc.err" || cat "$W/wsc.err"
+check "workspace (child): a linked worktree" has "$W/ws-child/wt.ext4" / app.py
+rm -f "$W/ws-child/sub.ext4" "$W/ws-child/wt.ext4"
+mkdir -p "$W/not-a-checkout"
+if $CLI workspace build --subprocess "$W/not-a-checkout" -o "$W/ws-child/no.ext4" >/dev/null 2>"$W/wsc.err"; then
+	bad "workspace (child): a directory that is not a git checkout is refused"
+else
+	check "workspace (child): git's refusal comes back with its rule" grep -q "git ls-files failed.*(rule: git ls-files)" "$W/wsc.err"
+fi
+# A running image child is confined: a docker-archive that is a FIFO holds it in open() (after it confined
+# itself, before it reads a byte) while /proc/<child>/status is read; then the FIFO is closed empty.
+mkfifo "$W/held.tar"
+$T --subprocess resolve "docker-archive:$W/held.tar" >/dev/null 2>"$W/held.err" &
+held=$!
+child=
+for _ in $(seq 1 300); do
+	child=$(pgrep -P "$held" | head -n1)
+	if [ -n "$child" ] && grep -q '^Seccomp:[[:space:]]*2$' "/proc/$child/status" 2>/dev/null; then
+		break
+	fi
+	sleep 0.1
+done
+status=$(cat "/proc/${child:-none}/status" 2>/dev/null)
+check "image child (pid ${child:-none}): NoNewPrivs 1" grep -q '^NoNewPrivs:[[:space:]]*1$' <<<"$status"
+check "image child (pid ${child:-none}): Seccomp 2 (filter)" grep -q '^Seccomp:[[:space:]]*2$' <<<"$status"
+check "image child (pid ${child:-none}): no capability left (CapBnd 0)" grep -q '^CapBnd:[[:space:]]*0*$' <<<"$status"
+# open the FIFO for writing and close it: the child reads EOF and fails (bounded: a child gone has no reader)
+timeout 10 sh -c ': >"$1"' sh "$W/held.tar"
+wait "$held" 2>/dev/null
+check "image child: an empty archive is refused" grep -q "archive" "$W/held.err"
+
 echo "image e2e: $PASS passed, $FAIL failed"
 [ "$FAIL" = 0 ]

@@ -219,14 +219,17 @@ static void test_supmsg(void **state)
 			 -EBADMSG);
 	assert_int_equal(sparse("{\"op\":\"done\",\"exec\":3,\"status\":\"ok\",\"exit_code\":0}", &m), 0);
 	assert_int_equal(m.exec, 3);
-	assert_true(m.has_exit_code);
+	assert_true(m.has_exit);
+	assert_int_equal(m.exit.kind, EXIT_KIND_EXITED);
+	assert_int_equal(m.exit.value, 0);
 	supmsg_release(&m);
 	assert_int_equal(
 		sparse("{\"op\":\"done\",\"exec\":3,\"status\":\"error\",\"signal\":9,\"stdin_sha256\":"
 		       "\"5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03\",\"stdin_bytes\":6}",
 		       &m),
 		0);
-	assert_int_equal(m.signal, 9);
+	assert_int_equal(m.exit.kind, EXIT_KIND_SIGNALED);
+	assert_int_equal(m.exit.value, 9);
 	assert_int_equal(m.stdin_bytes, 6);
 	supmsg_release(&m);
 	/* Closed sets: unknown op, unknown key, both exit code and signal, a digest that is not one. */

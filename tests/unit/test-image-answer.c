@@ -15,7 +15,7 @@
 #include "banned.h"
 #include "image/image-answer.h"
 #include "json.h"
-#include "vmm/agent-proto.h"
+#include "vmm/boot-proto.h"
 
 #define D1 "sha256:1111111111111111111111111111111111111111111111111111111111111111"
 #define D2 "sha256:2222222222222222222222222222222222222222222222222222222222222222"

@@ -139,7 +139,7 @@ static void test_exec_exchange(void **state)
 	assert_int_equal(m.bytes, 3);
 	agent_msg_release(&m);
 	{
-		struct agent_msg e = { .type = AGENT_MSG_EXIT, .id = id, .exited = true, .code = 0 };
+		struct agent_msg e = { .type = AGENT_MSG_EXIT, .id = id, .exit = { EXIT_KIND_EXITED, 0 } };
 		assert_int_equal(agent_encode_data(&b, AGENT_MSG_STDERR, id, "e", 1), 0);
 		assert_int_equal(agent_msg_encode(&e, &b), 0);
 	}
@@ -149,8 +149,8 @@ static void test_exec_exchange(void **state)
 	assert_int_equal(ev.type, AGENT_EV_STDERR);
 	assert_int_equal(agent_client_next(p.c, 1000, &ev), 1);
 	assert_int_equal(ev.type, AGENT_EV_EXIT);
-	assert_true(ev.exited);
-	assert_int_equal(ev.code, 0);
+	assert_int_equal(ev.exit.kind, EXIT_KIND_EXITED);
+	assert_int_equal(ev.exit.value, 0);
 	/* The exec is over: more output for it is a lie. */
 	assert_int_equal(buf_init(&b, 1 << 20, 0), 0);
 	assert_int_equal(agent_encode_data(&b, AGENT_MSG_STDOUT, id, "x", 1), 0);

@@ -13,6 +13,7 @@
 #include "banned.h"
 #include "frame.h"
 #include "vmm/agent-proto.h"
+#include "vmm/boot-proto.h"
 
 /* Decode the single frame at the start of b. */
 static int decode_buf(const struct buf *b, struct agent_msg *m)
@@ -137,10 +138,12 @@ static void test_unknown_and_strict(void **state)
 	assert_int_equal(decode_json(AGENT_MSG_SIGNAL, "{\"id\":1,\"signal\":19}", &m), -EBADMSG);
 	/* exit: exactly one of code/signal, in range. */
 	assert_int_equal(decode_json(AGENT_MSG_EXIT, "{\"id\":1,\"code\":3}", &m), 0);
-	assert_true(m.exited);
-	assert_int_equal(m.code, 3);
+	assert_int_equal(m.exit.kind, EXIT_KIND_EXITED);
+	assert_int_equal(m.exit.value, 3);
 	assert_int_equal(decode_json(AGENT_MSG_EXIT, "{\"id\":1,\"signal\":9}", &m), 0);
-	assert_false(m.exited);
+	assert_int_equal(m.exit.kind, EXIT_KIND_SIGNALED);
+	assert_int_equal(m.exit.value, 9);
+	assert_int_equal(decode_json(AGENT_MSG_EXIT, "{\"id\":1,\"signal\":65}", &m), -EBADMSG);
 	assert_int_equal(decode_json(AGENT_MSG_EXIT, "{\"id\":1,\"code\":3,\"signal\":9}", &m), -EBADMSG);
 	assert_int_equal(decode_json(AGENT_MSG_EXIT, "{\"id\":1,\"code\":256}", &m), -EBADMSG);
 	assert_int_equal(decode_json(AGENT_MSG_EXIT, "{\"id\":1}", &m), -EBADMSG);
@@ -251,12 +254,58 @@ static void test_boot_config(void **state)
 	assert_string_equal(d.env[0], "LANG=C");
 	assert_int_equal(d.clock_sec, 1700000000);
 	boot_config_release(&d);
-	/* Bad hostname, missing member, unknown member. */
+	/* Bad hostname: the encoder never sends it, the decoder refuses it; missing member, unknown member. */
 	c.hostname = "a b";
 	buf_reset(&b);
-	assert_int_equal(boot_config_encode(&c, &b), 0);
-	assert_int_equal(frame_decode_one(buf_ptr(&b), buf_len(&b), FRAME_MAX_PAYLOAD, &type, &p, &n), 0);
-	assert_int_equal(boot_config_decode(p, n, &d), -EBADMSG);
+	assert_int_equal(boot_config_encode(&c, &b), -EINVAL);
+	assert_int_equal(buf_len(&b), 0);
+	c.hostname = "box";
+	c.vcpus = BOOT_MAX_VCPUS + 1;
+	assert_int_equal(boot_config_encode(&c, &b), -EINVAL);
+	c.vcpus = 2;
+	{
+		static const char *const docs[] = {
+			/* hostname with a space, vcpus one past, mem one under, box_id one past BOOT_MAX_BOX_ID */
+			"{\"box_id\":\"b\",\"clock_nsec\":0,\"clock_sec\":1,\"env\":[],\"hostname\":\"a "
+			"b\",\"mem_mib\":64,"
+			"\"vcpus\":1,\"entropy\":[0,0,0,0,0,0,0,0]}",
+			"{\"box_id\":\"b\",\"clock_nsec\":0,\"clock_sec\":1,\"env\":[],\"hostname\":\"h\",\"mem_mib\":"
+			"64,"
+			"\"vcpus\":257,\"entropy\":[0,0,0,0,0,0,0,0]}",
+			"{\"box_id\":\"b\",\"clock_nsec\":0,\"clock_sec\":1,\"env\":[],\"hostname\":\"h\",\"mem_mib\":"
+			"63,"
+			"\"vcpus\":1,\"entropy\":[0,0,0,0,0,0,0,0]}",
+			"{\"box_id\":\"bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb\",\"clock_"
+			"nsec\":0,"
+			"\"clock_sec\":1,\"env\":[],\"hostname\":\"h\",\"mem_mib\":64,\"vcpus\":1,\"entropy\":[0,0,0,0,"
+			"0,0,0,0]}",
+		};
+		for (size_t i = 0; i < ARRAY_SIZE(docs); i++) {
+			int r = boot_config_decode((const uint8_t *)docs[i], strlen(docs[i]), &d);
+			assert_true(r == -EBADMSG || r == -E2BIG);
+		}
+	}
+	/* BOOT_MAX_ENV entries decode; one more does not. */
+	{
+		char **many = calloc(BOOT_MAX_ENV + 2, sizeof(*many));
+		assert_non_null(many);
+		for (size_t i = 0; i <= BOOT_MAX_ENV; i++) {
+			many[i] = "A=1";
+		}
+		c.env = many;
+		c.envc = BOOT_MAX_ENV;
+		buf_reset(&b);
+		assert_int_equal(boot_config_encode(&c, &b), 0);
+		assert_int_equal(frame_decode_one(buf_ptr(&b), buf_len(&b), FRAME_MAX_PAYLOAD, &type, &p, &n), 0);
+		assert_int_equal(boot_config_decode(p, n, &d), 0);
+		assert_int_equal(d.envc, BOOT_MAX_ENV);
+		boot_config_release(&d);
+		c.envc = BOOT_MAX_ENV + 1;
+		assert_int_equal(boot_config_encode(&c, &b), -EINVAL);
+		free(many);
+		c.env = env;
+		c.envc = 1;
+	}
 	assert_int_equal(boot_config_decode((const uint8_t *)"{\"box_id\":\"a\"}", 14, &d), -ENOENT);
 	assert_int_equal(boot_config_decode((const uint8_t *)"{\"zz\":1}", 8, &d), -EBADMSG);
 	/* The entropy array: exactly BOOT_ENTROPY_WORDS u32 values. */

@@ -1,0 +1,439 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "banned.h"
+#include "crypto.h"
+#include "daemon/api-proto.h"
+#include "daemon/daemon.h"
+#include "daemon/door.h"
+#include "json.h"
+#include "log.h"
+#include "strv.h"
+
+const struct api_route api_routes[] = {
+	{ HTTP_GET, "/v1/info", API_OP_INFO },
+	{ HTTP_GET, "/v1/boxes", API_OP_LIST },
+	{ HTTP_POST, "/v1/boxes", API_OP_CREATE },
+	{ HTTP_GET, "/v1/boxes/{box}", API_OP_SHOW },
+	{ HTTP_DELETE, "/v1/boxes/{box}", API_OP_RM },
+	{ HTTP_POST, "/v1/boxes/{box}/exec", API_OP_EXEC },
+	{ HTTP_POST, "/v1/boxes/{box}/stop", API_OP_STOP },
+	{ HTTP_POST, "/v1/boxes/{box}/export", API_OP_EXPORT },
+	{ HTTP_GET, NULL, API_OP_COUNT },
+};
+
+static int refuse(struct api_error *e, int status, const char *code, const char *fmt, ...) _printf_(4, 5);
+static int refuse(struct api_error *e, int status, const char *code, const char *fmt, ...)
+{
+	va_list ap;
+
+	e->status = status;
+	e->code = code;
+	va_start(ap, fmt);
+	(void)vsnprintf(e->message, sizeof(e->message), fmt, ap);
+	va_end(ap);
+	return status == 403 ? -EPERM : status == 413 ? -E2BIG : status == 404 ? -ENOENT : -EBADMSG;
+}
+
+/* ---------------------------------------------------------------- routes */
+
+/*
+ * Does path match pattern? Segments compare literally, except "{box}", which
+ * takes any one non-empty segment (copied to box; checked by the caller).
+ */
+static bool pattern_match(const char *pattern, const char *path, char box[64], bool *ret_box_too_long)
+{
+	while (*pattern && *path) {
+		size_t pn, sn;
+		if (*pattern != '/' || *path != '/') {
+			return false;
+		}
+		pattern++, path++;
+		pn = strcspn(pattern, "/");
+		sn = strcspn(path, "/");
+		if (pn == 5 && strncmp(pattern, "{box}", 5) == 0) {
+			if (sn == 0) {
+				return false;
+			}
+			if (sn >= 64) {
+				*ret_box_too_long = true;
+				sn = 63;
+			}
+			memcpy(box, path, sn);
+			box[sn] = '\0';
+		} else if (pn != sn || strncmp(pattern, path, pn) != 0) {
+			return false;
+		}
+		pattern += pn;
+		path += strcspn(path, "/");
+	}
+	return !*pattern && !*path;
+}
+
+int api_route(enum http_method method, const char *target, struct api_match *ret, struct api_error *ret_err)
+{
+	const char *path = target;
+	bool path_known = false;
+
+	if (strncmp(path, "/v1/", 4) != 0) {
+		return refuse(ret_err, 404, "not_found", "no such API path (this daemon speaks /v1)");
+	}
+	for (const struct api_route *r = api_routes; r->pattern; r++) {
+		char box[64] = "";
+		bool too_long = false;
+		if (!pattern_match(r->pattern, path, box, &too_long)) {
+			continue;
+		}
+		if (box[0] && (too_long || !door_box_name_ok(box))) {
+			return refuse(ret_err, 400, "bad_request", "not a box name");
+		}
+		path_known = true;
+		if (r->method == method) {
+			ret->op = r->op;
+			memcpy(ret->box, box, sizeof(ret->box));
+			return 0;
+		}
+	}
+	return refuse(ret_err, 404, "not_found", path_known ? "no such method for this API path" : "no such API path");
+}
+
+/* ---------------------------------------------------------------- shared field rules */
+
+/* The body as a JSON object ({} when empty), with only the allowed keys. */
+static int parse_object(const void *body, size_t n, const char *const *allowed, json_t **ret, struct api_error *e)
+{
+	struct json_opts o = { .max_bytes = HTTP_MAX_BODY, .max_depth = API_MAX_BODY_DEPTH, .want_top = JSON_OBJECT };
+	json_t *v = NULL;
+	const char *key;
+	json_t *val;
+
+	if (n == 0) {
+		v = json_object();
+	} else if (json_parse_strict(body, n, &o, &v) < 0) {
+		v = NULL;
+	}
+	if (!v) {
+		return refuse(e, 400, "bad_request", "the request body must be a JSON object of known fields");
+	}
+	json_object_foreach(v, key, val) {
+		bool ok = false;
+		for (size_t i = 0; allowed[i] && !ok; i++) {
+			ok = strcmp(key, allowed[i]) == 0;
+		}
+		if (!ok) {
+			char q[LOG_QUOTE_BUFSIZE];
+			/* The key belongs to v: quoted before v goes. */
+			(void)refuse(e, 400, "bad_request",
+				     "the request body must be a JSON object of known fields: unknown field %s",
+				     log_quote(key, strlen(key), q));
+			json_decref(v);
+			return -EBADMSG;
+		}
+	}
+	*ret = v;
+	return 0;
+}
+
+/* A list of strings from a JSON array member (absent: empty): -EBADMSG not strings, -E2BIG past max or a word. */
+static int get_strv(const json_t *o, const char *key, size_t max, char ***ret)
+{
+	json_t *a = json_object_get(o, key);
+	char **v;
+	size_t n;
+
+	if (!a) {
+		*ret = calloc(1, sizeof(char *));
+		return *ret ? 0 : -ENOMEM;
+	}
+	if (!json_is_array(a)) {
+		return -EBADMSG;
+	}
+	n = json_array_size(a);
+	if (n > max) {
+		return -E2BIG;
+	}
+	v = calloc(n + 1, sizeof(*v));
+	if (!v) {
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const json_t *s = json_array_get(a, i);
+		const char *t = json_string_value(s);
+		if (!t || strlen(t) != json_string_length(s) || strlen(t) > DOOR_MAX_WORD || !(v[i] = strdup(t))) {
+			strv_free(v);
+			return t ? -E2BIG : -EBADMSG;
+		}
+	}
+	*ret = v;
+	return 0;
+}
+
+/* An unsigned in [min, max] (absent: def). */
+static int get_uint(const json_t *o, const char *key, unsigned min, unsigned max, unsigned def, unsigned *ret)
+{
+	int64_t v;
+	int r = json_get_int(o, key, &v);
+
+	if (r == -ENOENT) {
+		*ret = def;
+		return 0;
+	}
+	if (r < 0 || v < min || v > max) {
+		return -ERANGE;
+	}
+	*ret = (unsigned)v;
+	return 0;
+}
+
+/* An optional string (absent: NULL). */
+static int get_opt_string(const json_t *o, const char *key, const char **ret)
+{
+	int r = json_get_string(o, key, ret);
+
+	if (r == -ENOENT) {
+		*ret = NULL;
+		return 0;
+	}
+	return r < 0 ? -EBADMSG : 0;
+}
+
+/* A platform (linux/amd64|linux/arm64) or an absolute path of at most DAEMON_MAX_OPT_PATH (absent: NULL). */
+static int get_opt_text(const json_t *o, const char *key, bool is_path, const char **ret)
+{
+	const char *s;
+
+	if (get_opt_string(o, key, &s) < 0) {
+		return -EBADMSG;
+	}
+	if (s && (is_path ? (s[0] != '/' || strlen(s) > DAEMON_MAX_OPT_PATH)
+			  : (strcmp(s, "linux/amd64") != 0 && strcmp(s, "linux/arm64") != 0))) {
+		return -EINVAL;
+	}
+	*ret = s;
+	return 0;
+}
+
+/* ---------------------------------------------------------------- create */
+
+void api_create_req_release(struct api_create_req *r)
+{
+	json_decref(r->root);
+	strv_free(r->env);
+	*r = (struct api_create_req){ 0 };
+}
+
+/* The box's env: NAME=VALUE syntax only (its owner sets it; it is recorded in tkbox.box). */
+static int create_env(struct api_create_req *r, struct api_error *e)
+{
+	int k = get_strv(r->root, "env", DAEMON_MAX_BOX_ENV, &r->env);
+
+	for (char **p = r->env; k >= 0 && p && *p; p++) {
+		const char *why;
+		k = door_env_check(*p, &why);
+		if (k == -EPERM) {
+			k = 0;
+		}
+	}
+	if (k < 0) {
+		return refuse(e, 400, "bad_request", "--env takes NAME=VALUE entries (at most %d)", DAEMON_MAX_BOX_ENV);
+	}
+	return 0;
+}
+
+static int create_limits(struct api_create_req *r, struct api_error *e)
+{
+	const json_t *o = r->root;
+
+	if (get_uint(o, "cpus", 1, 64, DAEMON_DEFAULT_VCPUS, &r->cpus) < 0 ||
+	    get_uint(o, "memory_mib", 128, 256 * 1024, DAEMON_DEFAULT_MEM_MIB, &r->memory_mib) < 0 ||
+	    get_uint(o, "disk_mib", 64, DAEMON_MAX_DISK_MIB, DAEMON_DEFAULT_DISK_MIB, &r->disk_mib) < 0 ||
+	    get_uint(o, "timeout_s", 1, DAEMON_MAX_LIFETIME_S, DAEMON_DEFAULT_LIFETIME_S, &r->timeout_s) < 0 ||
+	    get_uint(o, "exec_timeout_s", 1, DAEMON_MAX_LIFETIME_S, DAEMON_DEFAULT_EXEC_TIMEOUT_S, &r->exec_timeout_s) <
+		    0) {
+		return refuse(
+			e, 400, "bad_request",
+			"out of range: --cpus 1..64, --memory 128 MiB..256 GiB, --disk 64 MiB..1 TiB, --timeout 1 "
+			"s..7 days");
+	}
+	return 0;
+}
+
+static int create_fields(struct api_create_req *r, struct api_error *e)
+{
+	const json_t *o = r->root;
+
+	if (json_get_string(o, "image", &r->image) < 0 || !*r->image) {
+		return refuse(e, 400, "bad_request", "--image is required");
+	}
+	if (get_opt_string(o, "name", &r->name) < 0 || (r->name && !door_box_name_ok(r->name))) {
+		return refuse(e, 400, "bad_request",
+			      "a box name is 1-63 of [A-Za-z0-9._-], starting with a letter or digit");
+	}
+	if (get_opt_string(o, "workspace", &r->workspace) < 0 || (r->workspace && !*r->workspace)) {
+		return refuse(e, 400, "bad_request", "--workspace takes a directory or a git checkout");
+	}
+	/* Image resolution options: the files are read by the `tkbox images` child, as absolute paths. */
+	if (get_opt_text(o, "platform", false, &r->platform) < 0 ||
+	    get_opt_text(o, "registry_auth", true, &r->registry_auth) < 0 ||
+	    get_opt_text(o, "registry_ca", true, &r->registry_ca) < 0) {
+		return refuse(e, 400, "bad_request",
+			      "--platform is linux/amd64 or linux/arm64; --registry-auth and --registry-ca take "
+			      "absolute paths");
+	}
+	return 0;
+}
+
+int api_decode_create(const void *body, size_t n, struct api_create_req *ret, struct api_error *ret_err)
+{
+	static const char *const keys[] = { "image",	  "name",     "workspace",     "env",
+					    "memory_mib", "cpus",     "timeout_s",     "exec_timeout_s",
+					    "disk_mib",	  "platform", "registry_auth", "registry_ca",
+					    NULL };
+	struct api_create_req r = { 0 };
+	int k = parse_object(body, n, keys, &r.root, ret_err);
+
+	if (k >= 0) {
+		k = create_fields(&r, ret_err);
+	}
+	if (k >= 0) {
+		k = create_env(&r, ret_err);
+	}
+	if (k >= 0) {
+		k = create_limits(&r, ret_err);
+	}
+	if (k < 0) {
+		api_create_req_release(&r);
+		return k;
+	}
+	*ret = r;
+	return 0;
+}
+
+/* ---------------------------------------------------------------- exec */
+
+void api_exec_req_release(struct api_exec_req *r)
+{
+	json_decref(r->root);
+	strv_free(r->argv);
+	strv_free(r->env);
+	buf_release(&r->stdin_data);
+	*r = (struct api_exec_req){ 0 };
+}
+
+static int exec_words(struct api_exec_req *r, struct api_error *e)
+{
+	int k = get_strv(r->root, "argv", DOOR_MAX_ARGS, &r->argv);
+
+	if (k >= 0 && !r->argv[0]) {
+		k = -EINVAL;
+	}
+	if (k >= 0) {
+		k = get_strv(r->root, "env", DOOR_MAX_ENV, &r->env);
+	}
+	if (k < 0) {
+		return refuse(e, 400, "bad_request", "argv (at least one word) and env must be lists of strings");
+	}
+	for (char **p = r->env; *p; p++) {
+		const char *why = "";
+		char q[LOG_QUOTE_BUFSIZE];
+		const char *eq = strchr(*p, '=');
+		k = door_env_check(*p, &why);
+		if (k < 0) {
+			return refuse(e, k == -EPERM ? 403 : 400, k == -EPERM ? "env_refused" : "bad_request",
+				      "--env %s refused: %s (set it in the box with tkbox run --env, or not at all)",
+				      log_quote(*p, eq ? (size_t)(eq - *p) : strlen(*p), q), why);
+		}
+	}
+	return 0;
+}
+
+static int exec_stdin(struct api_exec_req *r, struct api_error *e)
+{
+	static const char *const keys[] = { "mode", "data", NULL };
+	const json_t *s = json_object_get(r->root, "stdin");
+	const char *mode = "none", *b64 = NULL;
+	int k;
+
+	r->stdin_mode = API_STDIN_NONE;
+	r->stdin_mode_name = "none";
+	if (!s) {
+		return 0;
+	}
+	if (!json_is_object(s) || json_get_string(s, "mode", &mode) < 0 || json_only_keys(s, keys) < 0) {
+		mode = "";
+	}
+	if (strcmp(mode, "upfront") == 0) {
+		r->stdin_mode = API_STDIN_UPFRONT;
+		r->stdin_mode_name = "upfront";
+	} else if (strcmp(mode, "stream") == 0) {
+		r->stdin_mode = API_STDIN_STREAM;
+		r->stdin_mode_name = "stream";
+	} else if (strcmp(mode, "none") != 0) {
+		return refuse(e, 400, "bad_request", "stdin.mode is none, upfront or stream");
+	}
+	if (r->stdin_mode != API_STDIN_UPFRONT) {
+		return 0;
+	}
+	k = json_get_string(s, "data", &b64);
+	if (k >= 0) {
+		k = buf_init(&r->stdin_data, DOOR_MAX_STDIN, 0);
+	}
+	if (k >= 0) {
+		k = b64_decode(b64, strlen(b64), B64_STD, &r->stdin_data);
+	}
+	if (k < 0) {
+		return refuse(e, k == -E2BIG ? 413 : 400, "bad_request",
+			      "stdin.data must be base64 of at most 1 MiB (more is streamed)");
+	}
+	return 0;
+}
+
+static int exec_place(struct api_exec_req *r, struct api_error *e)
+{
+	if (get_opt_string(r->root, "cwd", &r->cwd) < 0 ||
+	    (r->cwd && (r->cwd[0] != '/' || strlen(r->cwd) > DOOR_MAX_CWD))) {
+		return refuse(e, 400, "bad_request", "--cwd must be an absolute path");
+	}
+	if (get_uint(r->root, "timeout_s", 1, DAEMON_MAX_LIFETIME_S, 0, &r->timeout_s) < 0) {
+		return refuse(e, 400, "bad_request",
+			      "--timeout is 1 s..7 days (one longer than the box's --exec-timeout is cut to it)");
+	}
+	return 0;
+}
+
+int api_decode_exec(const void *body, size_t n, struct api_exec_req *ret, struct api_error *ret_err)
+{
+	static const char *const keys[] = { "argv", "env", "cwd", "stdin", "timeout_s", NULL };
+	struct api_exec_req r = { 0 };
+	int k = parse_object(body, n, keys, &r.root, ret_err);
+
+	if (k >= 0) {
+		k = exec_words(&r, ret_err);
+	}
+	if (k >= 0) {
+		k = exec_place(&r, ret_err);
+	}
+	if (k >= 0) {
+		k = exec_stdin(&r, ret_err);
+	}
+	if (k < 0) {
+		api_exec_req_release(&r);
+		return k;
+	}
+	*ret = r;
+	return 0;
+}
+
+/* ---------------------------------------------------------------- operations without fields */
+
+int api_decode_empty(const void *body, size_t n, struct api_error *ret_err)
+{
+	static const char *const none[] = { NULL };
+	json_t *v = NULL;
+	int k = parse_object(body, n, none, &v, ret_err);
+
+	json_decref(v);
+	return k;
+}

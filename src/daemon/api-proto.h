@@ -1,0 +1,109 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef TKBOX_DAEMON_API_PROTO_H
+#define TKBOX_DAEMON_API_PROTO_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "daemon/http.h"
+#include "macro.h"
+
+/*
+ * The daemon API v1: its routes and one decoder per operation's request body.
+ * Pure: no I/O, no logging, no globals.
+ *
+ *   - api_route: (method, target) to an operation and its box name, from one
+ *     table (api_routes[]).
+ *   - api_decode_*: a body (bytes, possibly empty) to a typed struct. Each has
+ *     a closed key set: an unknown key is refused with its name in the
+ *     message. Each limit is refused with the limit in the message.
+ *
+ * On a refusal the decoders and api_route return < 0 and fill *ret_err with
+ * the HTTP status, the error code and the message the user sees; the struct
+ * being decoded is then released (api_*_release is safe on it).
+ */
+
+#define API_MAX_MESSAGE 1024
+#define API_MAX_BODY_DEPTH 8
+
+struct api_error {
+	int status;
+	const char *code; /* static */
+	char message[API_MAX_MESSAGE];
+};
+
+enum api_op {
+	API_OP_INFO = 0,
+	API_OP_LIST,
+	API_OP_CREATE,
+	API_OP_SHOW,
+	API_OP_RM,
+	API_OP_EXEC,
+	API_OP_STOP,
+	API_OP_EXPORT,
+	API_OP_COUNT,
+};
+
+struct api_route {
+	enum http_method method;
+	const char *pattern; /* "/v1/boxes/{box}/exec": {box} matches one box name */
+	enum api_op op;
+};
+
+/* The routes, terminated by a NULL pattern. */
+extern const struct api_route api_routes[];
+
+struct api_match {
+	enum api_op op;
+	char box[64]; /* the {box} segment, or "" */
+};
+
+/*
+ * Find target's route. 404 when no pattern matches the path (or the path
+ * matches but not with this method), 400 when the {box} segment is not a box
+ * name.
+ */
+_wur_ int api_route(enum http_method method, const char *target, struct api_match *ret, struct api_error *ret_err);
+
+/* POST /v1/boxes: {image, name, workspace, env, memory_mib, cpus, timeout_s, exec_timeout_s, disk_mib, platform,
+ * registry_auth, registry_ca}. Strings point into root. */
+struct api_create_req {
+	json_t *root;
+	const char *image; /* required, non-empty */
+	const char *name; /* NULL: the daemon picks one */
+	const char *workspace; /* NULL: none */
+	const char *platform; /* NULL, linux/amd64 or linux/arm64 */
+	const char *registry_auth, *registry_ca; /* NULL or absolute paths <= DAEMON_MAX_OPT_PATH */
+	char **env; /* NAME=VALUE entries (<= DAEMON_MAX_BOX_ENV), NULL-terminated, never NULL on success */
+	unsigned cpus, memory_mib, disk_mib, timeout_s, exec_timeout_s; /* defaults filled in */
+};
+
+_wur_ int api_decode_create(const void *body, size_t n, struct api_create_req *ret, struct api_error *ret_err);
+void api_create_req_release(struct api_create_req *r);
+
+enum api_stdin_mode {
+	API_STDIN_NONE = 0,
+	API_STDIN_UPFRONT,
+	API_STDIN_STREAM,
+};
+
+/* POST /v1/boxes/{box}/exec: {argv, env, cwd, stdin: {mode, data}, timeout_s}. Strings point into root. */
+struct api_exec_req {
+	json_t *root;
+	char **argv; /* at least one word, <= DOOR_MAX_ARGS */
+	char **env; /* per-exec "K=V" entries that door_env_check allows (<= DOOR_MAX_ENV); never NULL */
+	const char *cwd; /* absolute, <= DOOR_MAX_CWD; NULL: the box's WorkingDir */
+	enum api_stdin_mode stdin_mode;
+	const char *stdin_mode_name; /* "none", "upfront", "stream" (static) */
+	struct buf stdin_data; /* upfront: the decoded bytes (<= DOOR_MAX_STDIN) */
+	unsigned timeout_s; /* 0: the box's exec timeout; else 1..DAEMON_MAX_LIFETIME_S */
+};
+
+_wur_ int api_decode_exec(const void *body, size_t n, struct api_exec_req *ret, struct api_error *ret_err);
+void api_exec_req_release(struct api_exec_req *r);
+
+/* The operations without fields (info, list, show, rm, stop, export): an empty body or {}. */
+_wur_ int api_decode_empty(const void *body, size_t n, struct api_error *ret_err);
+
+#endif
