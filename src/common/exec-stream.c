@@ -7,16 +7,7 @@
 
 bool exs_signal_allowed(int sig)
 {
-	switch (sig) {
-	case SIGHUP:
-	case SIGINT:
-	case SIGQUIT:
-	case SIGKILL:
-	case SIGTERM:
-		return true;
-	default:
-		return false;
-	}
+	return exit_signal_forwardable(sig);
 }
 
 static bool from_client(uint8_t type)

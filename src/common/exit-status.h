@@ -2,6 +2,7 @@
 #ifndef TKBOX_EXIT_STATUS_H
 #define TKBOX_EXIT_STATUS_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -36,6 +37,12 @@ static inline bool exit_status_valid(const struct exit_status *s)
 	default:
 		return false;
 	}
+}
+
+/* The signals a client may send a running command (the exec stream's SIGNAL, the agent's signal). */
+static inline bool exit_signal_forwardable(int64_t sig)
+{
+	return sig == SIGHUP || sig == SIGINT || sig == SIGQUIT || sig == SIGKILL || sig == SIGTERM;
 }
 
 /* The number a shell shows: the code, or 128 + the signal. */

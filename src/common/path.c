@@ -127,3 +127,31 @@ int safe_openat(int rootfd, const char *rel, int flags, mode_t mode)
 	}
 	return walk_in_root(rootfd, rel, flags, mode);
 }
+
+bool str_has_ctl(const char *s)
+{
+	for (; *s; s++) {
+		if ((unsigned char)*s < 0x20 || *s == 0x7f) {
+			return true;
+		}
+	}
+	return false;
+}
+
+bool path_is_normal_abs(const char *s)
+{
+	if (s[0] != '/' || str_has_ctl(s)) {
+		return false;
+	}
+	for (const char *p = s + 1;;) {
+		const char *e = strchr(p, '/');
+		size_t k = e ? (size_t)(e - p) : strlen(p);
+		if ((k == 1 && p[0] == '.') || (k == 2 && p[0] == '.' && p[1] == '.')) {
+			return false;
+		}
+		if (!e) {
+			return true;
+		}
+		p = e + 1;
+	}
+}

@@ -31,6 +31,15 @@ _wur_ int path_verify(const char *p, size_t n);
  * always added. Returns the fd, or -ELOOP when a component is a symlink.
  * flags/mode as for openat; O_CREAT creates only the last component.
  */
+/* A control character (below 0x20, or 0x7f) anywhere in s. */
+bool str_has_ctl(const char *s);
+
+/*
+ * An absolute path with no "." or ".." segment and no control character, so a
+ * prefix check says where it is. Empty segments are allowed ("/a//b").
+ */
+bool path_is_normal_abs(const char *s);
+
 _wur_ int safe_openat(int rootfd, const char *rel, int flags, mode_t mode);
 
 /* Test hook: force the O_NOFOLLOW walk even where openat2 exists. */

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "banned.h"
+#include "path.h"
 #include "image/image-answer.h"
 #include "image/ref.h"
 #include "json.h"
@@ -17,39 +18,6 @@
 static const char *const answer_keys[] = { "config",   "env",	 "ext4", "from_cache",	"image_json",
 					   "manifest", "schema", "user", "working_dir", NULL };
 
-static bool has_ctl(const char *s)
-{
-	for (; *s; s++) {
-		if ((unsigned char)*s < 0x20 || *s == 0x7f) {
-			return true;
-		}
-	}
-	return false;
-}
-
-/*
- * Absolute, with no "." or ".." segment and no control character, so that a
- * prefix check says where it is. Empty segments are allowed: the child joins
- * the state directory as it was given ("/var/lib/tkbox/" + "/images/...").
- */
-static bool normal_abs_path(const char *s)
-{
-	if (s[0] != '/' || has_ctl(s)) {
-		return false;
-	}
-	for (const char *p = s + 1;;) {
-		const char *e = strchr(p, '/');
-		size_t k = e ? (size_t)(e - p) : strlen(p);
-		if ((k == 1 && p[0] == '.') || (k == 2 && p[0] == '.' && p[1] == '.')) {
-			return false;
-		}
-		if (!e) {
-			return true;
-		}
-		p = e + 1;
-	}
-}
-
 static int check_path(const char *key, const char *s, struct image_diag *diag)
 {
 	if (!s) {
@@ -61,7 +29,7 @@ static int check_path(const char *key, const char *s, struct image_diag *diag)
 			       IMAGE_ANSWER_MAX_PATH);
 		return -E2BIG;
 	}
-	if (!normal_abs_path(s)) {
+	if (!path_is_normal_abs(s)) {
 		image_diag_set(diag,
 			       PFX "\"%s\" is not an absolute path without \".\" or \"..\" segments and control "
 				   "characters",

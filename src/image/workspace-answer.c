@@ -32,35 +32,6 @@ void workspace_answer_release(struct workspace_answer *a)
 	*a = (struct workspace_answer){ 0 };
 }
 
-static bool has_ctl(const char *s)
-{
-	for (; *s; s++) {
-		if ((unsigned char)*s < 0x20 || *s == 0x7f) {
-			return true;
-		}
-	}
-	return false;
-}
-
-/* Absolute, no "." or ".." segment, no control character: a prefix check then says where it is. */
-static bool normal_abs_path(const char *s)
-{
-	if (s[0] != '/' || has_ctl(s)) {
-		return false;
-	}
-	for (const char *p = s + 1;;) {
-		const char *e = strchr(p, '/');
-		size_t k = e ? (size_t)(e - p) : strlen(p);
-		if ((k == 1 && p[0] == '.') || (k == 2 && p[0] == '.' && p[1] == '.')) {
-			return false;
-		}
-		if (!e) {
-			return true;
-		}
-		p = e + 1;
-	}
-}
-
 static bool rule_name_ok(const char *s)
 {
 	for (; *s; s++) {
@@ -82,7 +53,7 @@ static int check_text(const char *key, const char *s, size_t max, struct image_d
 		image_diag_set(diag, PFX "\"%s\" is %zu bytes, more than %zu", key, n, max);
 		return -E2BIG;
 	}
-	if (n == 0 || has_ctl(s)) {
+	if (n == 0 || str_has_ctl(s)) {
 		image_diag_set(diag, PFX "\"%s\" is empty or has a control character", key);
 		return -EBADMSG;
 	}
@@ -126,7 +97,7 @@ static int check_fields(const struct workspace_answer *a, struct image_diag *dia
 		image_diag_set(diag, PFX "a built answer names no rule");
 		return -EBADMSG;
 	}
-	if (!a->ext4 || strlen(a->ext4) > PATH_MAX_LEN || !normal_abs_path(a->ext4)) {
+	if (!a->ext4 || strlen(a->ext4) > PATH_MAX_LEN || !path_is_normal_abs(a->ext4)) {
 		image_diag_set(diag, PFX "\"ext4\" is not an absolute path of at most PATH_MAX_LEN bytes without \".\" "
 					 "or \"..\" segments and control characters");
 		return -EBADMSG;

@@ -56,16 +56,7 @@ bool agent_msg_from_guest(uint8_t type)
 
 bool agent_signal_allowed(int64_t sig)
 {
-	switch (sig) {
-	case SIGHUP:
-	case SIGINT:
-	case SIGQUIT:
-	case SIGKILL:
-	case SIGTERM:
-		return true;
-	default:
-		return false;
-	}
+	return exit_signal_forwardable(sig);
 }
 
 static bool is_data_type(uint8_t type)

@@ -131,6 +131,23 @@ static void check_safe_open(bool fallback)
 	safe_openat_force_fallback(false);
 }
 
+static void test_normal_abs(void **state)
+{
+	(void)state;
+	assert_true(path_is_normal_abs("/"));
+	assert_true(path_is_normal_abs("/var/lib/tkbox//images/x"));
+	assert_true(path_is_normal_abs("/a/.b/..c"));
+	assert_false(path_is_normal_abs("a/b"));
+	assert_false(path_is_normal_abs(""));
+	assert_false(path_is_normal_abs("/a/./b"));
+	assert_false(path_is_normal_abs("/a/../b"));
+	assert_false(path_is_normal_abs("/a/.."));
+	assert_false(path_is_normal_abs("/a/b\n"));
+	assert_false(path_is_normal_abs("/a\x7f"));
+	assert_true(str_has_ctl("x\ty"));
+	assert_false(str_has_ctl("plain text ~"));
+}
+
 static void test_safe_openat2(void **state)
 {
 	(void)state;
@@ -146,9 +163,8 @@ static void test_safe_open_fallback(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_verify_forms),
-		cmocka_unit_test(test_verify_caps),
-		cmocka_unit_test(test_safe_openat2),
+		cmocka_unit_test(test_verify_forms),	   cmocka_unit_test(test_verify_caps),
+		cmocka_unit_test(test_normal_abs),	   cmocka_unit_test(test_safe_openat2),
 		cmocka_unit_test(test_safe_open_fallback),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
