@@ -24,8 +24,7 @@ const struct api_route api_routes[] = {
 	{ HTTP_GET, NULL, API_OP_COUNT },
 };
 
-static int refuse(struct api_error *e, int status, const char *code, const char *fmt, ...) _printf_(4, 5);
-static int refuse(struct api_error *e, int status, const char *code, const char *fmt, ...)
+int api_refuse(struct api_error *e, int status, const char *code, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -78,7 +77,7 @@ int api_route(enum http_method method, const char *target, struct api_match *ret
 	bool path_known = false;
 
 	if (strncmp(path, "/v1/", 4) != 0) {
-		return refuse(ret_err, 404, "not_found", "no such API path (this daemon speaks /v1)");
+		return api_refuse(ret_err, 404, "not_found", "no such API path (this daemon speaks /v1)");
 	}
 	for (const struct api_route *r = api_routes; r->pattern; r++) {
 		char box[64] = "";
@@ -87,7 +86,7 @@ int api_route(enum http_method method, const char *target, struct api_match *ret
 			continue;
 		}
 		if (box[0] && (too_long || !door_box_name_ok(box))) {
-			return refuse(ret_err, 400, "bad_request", "not a box name");
+			return api_refuse(ret_err, 400, "bad_request", "not a box name");
 		}
 		path_known = true;
 		if (r->method == method) {
@@ -96,7 +95,8 @@ int api_route(enum http_method method, const char *target, struct api_match *ret
 			return 0;
 		}
 	}
-	return refuse(ret_err, 404, "not_found", path_known ? "no such method for this API path" : "no such API path");
+	return api_refuse(ret_err, 404, "not_found",
+			  path_known ? "no such method for this API path" : "no such API path");
 }
 
 /* ---------------------------------------------------------------- shared field rules */
@@ -115,7 +115,7 @@ static int parse_object(const void *body, size_t n, const char *const *allowed, 
 		v = NULL;
 	}
 	if (!v) {
-		return refuse(e, 400, "bad_request", "the request body must be a JSON object of known fields");
+		return api_refuse(e, 400, "bad_request", "the request body must be a JSON object of known fields");
 	}
 	json_object_foreach(v, key, val) {
 		bool ok = false;
@@ -125,9 +125,9 @@ static int parse_object(const void *body, size_t n, const char *const *allowed, 
 		if (!ok) {
 			char q[LOG_QUOTE_BUFSIZE];
 			/* The key belongs to v: quoted before v goes. */
-			(void)refuse(e, 400, "bad_request",
-				     "the request body must be a JSON object of known fields: unknown field %s",
-				     log_quote(key, strlen(key), q));
+			(void)api_refuse(e, 400, "bad_request",
+					 "the request body must be a JSON object of known fields: unknown field %s",
+					 log_quote(key, strlen(key), q));
 			json_decref(v);
 			return -EBADMSG;
 		}
@@ -237,7 +237,8 @@ static int create_env(struct api_create_req *r, struct api_error *e)
 		}
 	}
 	if (k < 0) {
-		return refuse(e, 400, "bad_request", "--env takes NAME=VALUE entries (at most %d)", DAEMON_MAX_BOX_ENV);
+		return api_refuse(e, 400, "bad_request", "--env takes NAME=VALUE entries (at most %d)",
+				  DAEMON_MAX_BOX_ENV);
 	}
 	return 0;
 }
@@ -252,7 +253,7 @@ static int create_limits(struct api_create_req *r, struct api_error *e)
 	    get_uint(o, "timeout_s", 1, DAEMON_MAX_LIFETIME_S, DAEMON_DEFAULT_LIFETIME_S, &r->timeout_s) < 0 ||
 	    get_uint(o, "exec_timeout_s", 1, DAEMON_MAX_LIFETIME_S, DAEMON_DEFAULT_EXEC_TIMEOUT_S, &r->exec_timeout_s) <
 		    0) {
-		return refuse(
+		return api_refuse(
 			e, 400, "bad_request",
 			"out of range: --cpus 1..64, --memory 128 MiB..256 GiB, --disk 64 MiB..1 TiB, --timeout 1 "
 			"s..7 days");
@@ -265,22 +266,22 @@ static int create_fields(struct api_create_req *r, struct api_error *e)
 	const json_t *o = r->root;
 
 	if (json_get_string(o, "image", &r->image) < 0 || !*r->image) {
-		return refuse(e, 400, "bad_request", "--image is required");
+		return api_refuse(e, 400, "bad_request", "--image is required");
 	}
 	if (get_opt_string(o, "name", &r->name) < 0 || (r->name && !door_box_name_ok(r->name))) {
-		return refuse(e, 400, "bad_request",
-			      "a box name is 1-63 of [A-Za-z0-9._-], starting with a letter or digit");
+		return api_refuse(e, 400, "bad_request",
+				  "a box name is 1-63 of [A-Za-z0-9._-], starting with a letter or digit");
 	}
 	if (get_opt_string(o, "workspace", &r->workspace) < 0 || (r->workspace && !*r->workspace)) {
-		return refuse(e, 400, "bad_request", "--workspace takes a directory or a git checkout");
+		return api_refuse(e, 400, "bad_request", "--workspace takes a directory or a git checkout");
 	}
 	/* Image resolution options: the files are read by the `tkbox images` child, as absolute paths. */
 	if (get_opt_text(o, "platform", false, &r->platform) < 0 ||
 	    get_opt_text(o, "registry_auth", true, &r->registry_auth) < 0 ||
 	    get_opt_text(o, "registry_ca", true, &r->registry_ca) < 0) {
-		return refuse(e, 400, "bad_request",
-			      "--platform is linux/amd64 or linux/arm64; --registry-auth and --registry-ca take "
-			      "absolute paths");
+		return api_refuse(e, 400, "bad_request",
+				  "--platform is linux/amd64 or linux/arm64; --registry-auth and --registry-ca take "
+				  "absolute paths");
 	}
 	return 0;
 }
@@ -333,7 +334,7 @@ static int exec_words(struct api_exec_req *r, struct api_error *e)
 		k = get_strv(r->root, "env", DOOR_MAX_ENV, &r->env);
 	}
 	if (k < 0) {
-		return refuse(e, 400, "bad_request", "argv (at least one word) and env must be lists of strings");
+		return api_refuse(e, 400, "bad_request", "argv (at least one word) and env must be lists of strings");
 	}
 	for (char **p = r->env; *p; p++) {
 		const char *why = "";
@@ -341,9 +342,10 @@ static int exec_words(struct api_exec_req *r, struct api_error *e)
 		const char *eq = strchr(*p, '=');
 		k = door_env_check(*p, &why);
 		if (k < 0) {
-			return refuse(e, k == -EPERM ? 403 : 400, k == -EPERM ? "env_refused" : "bad_request",
-				      "--env %s refused: %s (set it in the box with tkbox run --env, or not at all)",
-				      log_quote(*p, eq ? (size_t)(eq - *p) : strlen(*p), q), why);
+			return api_refuse(
+				e, k == -EPERM ? 403 : 400, k == -EPERM ? "env_refused" : "bad_request",
+				"--env %s refused: %s (set it in the box with tkbox run --env, or not at all)",
+				log_quote(*p, eq ? (size_t)(eq - *p) : strlen(*p), q), why);
 		}
 	}
 	return 0;
@@ -371,7 +373,7 @@ static int exec_stdin(struct api_exec_req *r, struct api_error *e)
 		r->stdin_mode = API_STDIN_STREAM;
 		r->stdin_mode_name = "stream";
 	} else if (strcmp(mode, "none") != 0) {
-		return refuse(e, 400, "bad_request", "stdin.mode is none, upfront or stream");
+		return api_refuse(e, 400, "bad_request", "stdin.mode is none, upfront or stream");
 	}
 	if (r->stdin_mode != API_STDIN_UPFRONT) {
 		return 0;
@@ -384,8 +386,8 @@ static int exec_stdin(struct api_exec_req *r, struct api_error *e)
 		k = b64_decode(b64, strlen(b64), B64_STD, &r->stdin_data);
 	}
 	if (k < 0) {
-		return refuse(e, k == -E2BIG ? 413 : 400, "bad_request",
-			      "stdin.data must be base64 of at most 1 MiB (more is streamed)");
+		return api_refuse(e, k == -E2BIG ? 413 : 400, "bad_request",
+				  "stdin.data must be base64 of at most 1 MiB (more is streamed)");
 	}
 	return 0;
 }
@@ -394,11 +396,11 @@ static int exec_place(struct api_exec_req *r, struct api_error *e)
 {
 	if (get_opt_string(r->root, "cwd", &r->cwd) < 0 ||
 	    (r->cwd && (r->cwd[0] != '/' || strlen(r->cwd) > DOOR_MAX_CWD))) {
-		return refuse(e, 400, "bad_request", "--cwd must be an absolute path");
+		return api_refuse(e, 400, "bad_request", "--cwd must be an absolute path");
 	}
 	if (get_uint(r->root, "timeout_s", 1, DAEMON_MAX_LIFETIME_S, 0, &r->timeout_s) < 0) {
-		return refuse(e, 400, "bad_request",
-			      "--timeout is 1 s..7 days (one longer than the box's --exec-timeout is cut to it)");
+		return api_refuse(e, 400, "bad_request",
+				  "--timeout is 1 s..7 days (one longer than the box's --exec-timeout is cut to it)");
 	}
 	return 0;
 }

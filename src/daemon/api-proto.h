@@ -33,6 +33,12 @@ struct api_error {
 	char message[API_MAX_MESSAGE];
 };
 
+/*
+ * Fill e (status, static code, message) and return the errno that goes with
+ * the status: 403 -EPERM, 413 -E2BIG, 404 -ENOENT, anything else -EBADMSG.
+ */
+int api_refuse(struct api_error *e, int status, const char *code, const char *fmt, ...) _printf_(4, 5);
+
 enum api_op {
 	API_OP_INFO = 0,
 	API_OP_LIST,

@@ -1470,19 +1470,6 @@ struct exec_ctx {
 	struct pend *p;
 };
 
-static int exec_refuse(struct api_error *e, int status, const char *code, const char *fmt, ...) _printf_(4, 5);
-static int exec_refuse(struct api_error *e, int status, const char *code, const char *fmt, ...)
-{
-	va_list ap;
-
-	e->status = status;
-	e->code = code;
-	va_start(ap, fmt);
-	(void)vsnprintf(e->message, sizeof(e->message), fmt, ap);
-	va_end(ap);
-	return -EPERM;
-}
-
 /* A slot in the box: it runs, and has room for one more command. */
 static int exec_slot(struct exec_ctx *e, const char *name, struct api_error *err)
 {
@@ -1493,21 +1480,21 @@ static int exec_slot(struct exec_ctx *e, const char *name, struct api_error *err
 	if (!b || b->state != BOX_RUNNING) {
 		if (b && b->cut_reason) {
 			/* Refused before any decision: the host cut the box off from its agent. */
-			(void)exec_refuse(
+			(void)api_refuse(
 				err, 409, "box_not_running",
 				"box %s was stopped by the host: %s; nothing ran (tkbox export %s shows its record)",
 				name, b->cut_reason, name);
 		} else {
-			(void)exec_refuse(err, b ? 409 : 404, b ? "box_not_running" : "no_such_box",
-					  b ? "box %s is not running (tkbox ls)" : "no box named %s (tkbox ls)", name);
+			(void)api_refuse(err, b ? 409 : 404, b ? "box_not_running" : "no_such_box",
+					 b ? "box %s is not running (tkbox ls)" : "no box named %s (tkbox ls)", name);
 		}
 		pthread_mutex_unlock(&g.lock);
 		return -ESRCH;
 	}
 	if (b->n_execs >= g.o.max_execs) {
 		pthread_mutex_unlock(&g.lock);
-		return exec_refuse(err, 429, "too_many_execs", "box %s runs %u commands already (the limit)", name,
-				   g.o.max_execs);
+		return api_refuse(err, 429, "too_many_execs", "box %s runs %u commands already (the limit)", name,
+				  g.o.max_execs);
 	}
 	b->n_execs++;
 	e->b = b;
@@ -1519,7 +1506,7 @@ static int exec_slot(struct exec_ctx *e, const char *name, struct api_error *err
 	/* No --cwd: the image's WorkingDir, else "/". */
 	e->cwd = strdup(e->q->cwd ? e->q->cwd : b->workdir ? b->workdir : "/");
 	pthread_mutex_unlock(&g.lock);
-	return e->cwd ? 0 : exec_refuse(err, 500, "internal", "out of memory");
+	return e->cwd ? 0 : api_refuse(err, 500, "internal", "out of memory");
 }
 
 static void exec_ctx_release(struct exec_ctx *e)
@@ -1553,13 +1540,13 @@ static int exec_line(struct exec_ctx *e, struct api_error *err)
 	int r = door_command_line(e->q->argv, e->q->env[0] ? e->q->env : NULL, &e->line);
 
 	if (r == -EPERM) {
-		return exec_refuse(err, 403, "refused",
-				   "the program name would not be the program that runs (it starts with %% or, with "
-				   "--env, holds = or starts with -)");
+		return api_refuse(err, 403, "refused",
+				  "the program name would not be the program that runs (it starts with %% or, with "
+				  "--env, holds = or starts with -)");
 	}
 	if (r < 0) {
-		return exec_refuse(err, 400, "bad_request", "the command line is malformed or too long (%s)",
-				   tk_strerror(r));
+		return api_refuse(err, 400, "bad_request", "the command line is malformed or too long (%s)",
+				  tk_strerror(r));
 	}
 	return 0;
 }
@@ -1603,7 +1590,7 @@ static int exec_args(struct exec_ctx *e, struct api_error *err)
 	if (r >= 0 && !e->decided) {
 		r = -ENOMEM;
 	}
-	return r < 0 ? exec_refuse(err, 500, "internal", "stdin: %s", tk_strerror(r)) : 0;
+	return r < 0 ? api_refuse(err, 500, "internal", "stdin: %s", tk_strerror(r)) : 0;
 }
 
 /* Hand the connection to the box's supervisor, which streams to and from the guest. */

@@ -217,7 +217,7 @@ int image_answer_decode(const void *p, size_t n, struct image_result *ret, struc
 {
 	const struct json_opts jo = { .max_bytes = IMAGE_ANSWER_MAX_BYTES, .max_depth = 2, .want_top = JSON_OBJECT };
 	_cleanup_json_ json_t *o = NULL;
-	_cleanup_free_ char *canon = NULL, *schema = NULL;
+	_cleanup_free_ char *schema = NULL;
 	struct image_result res = { 0 };
 	const char *key;
 	json_t *m;
@@ -278,14 +278,8 @@ int image_answer_decode(const void *p, size_t n, struct image_result *ret, struc
 		goto fail;
 	}
 	/* exactly what image_answer_encode writes: one canonical form, nothing else to look at */
-	r = json_jcs_string(o, IMAGE_ANSWER_MAX_BYTES, &canon);
+	r = image_answer_canonical(o, p, n, IMAGE_ANSWER_MAX_BYTES, PFX, diag);
 	if (r < 0) {
-		image_diag_set(diag, PFX "cannot be written back in canonical form: %s", tk_strerror(r));
-		goto fail;
-	}
-	if (strlen(canon) != n || memcmp(canon, p, n) != 0) {
-		image_diag_set(diag, PFX "not in canonical (JCS) form: whitespace, key order or escapes differ");
-		r = -EBADMSG;
 		goto fail;
 	}
 	*ret = res;

@@ -14,6 +14,8 @@
 #include "banned.h"
 #include "clock.h"
 #include "image/util.h"
+#include "json.h"
+#include "log.h"
 
 void image_diag_set(struct image_diag *d, const char *fmt, ...)
 {
@@ -208,6 +210,23 @@ int image_rm_rf_at(int dirfd, const char *name)
 	}
 	if (unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT) {
 		return negative_errno();
+	}
+	return 0;
+}
+
+int image_answer_canonical(const json_t *o, const void *p, size_t n, size_t max, const char *pfx,
+			   struct image_diag *diag)
+{
+	_cleanup_free_ char *canon = NULL;
+	int r = json_jcs_string(o, max, &canon);
+
+	if (r < 0) {
+		image_diag_set(diag, "%scannot be written back in canonical form: %s", pfx, tk_strerror(r));
+		return r == -ENOMEM ? r : -EBADMSG;
+	}
+	if (strlen(canon) != n || memcmp(canon, p, n) != 0) {
+		image_diag_set(diag, "%snot in canonical (JCS) form: whitespace, key order or escapes differ", pfx);
+		return -EBADMSG;
 	}
 	return 0;
 }

@@ -20,6 +20,15 @@ struct image_diag {
 void image_diag_set(struct image_diag *d, const char *fmt, ...) _printf_(2, 3);
 
 /*
+ * A child's answer o (parsed from p[0..n)) is exactly what its encoder
+ * writes: its JCS form (at most max bytes) equals the bytes. -EBADMSG (or
+ * -ENOMEM) with diag set, prefixed by pfx, otherwise.
+ */
+struct json_t;
+_wur_ int image_answer_canonical(const struct json_t *o, const void *p, size_t n, size_t max, const char *pfx,
+				 struct image_diag *diag);
+
+/*
  * Run argv[0] (an absolute path) with exactly envp, stdin from /dev/null, in
  * cwd (NULL: inherit). stdout goes to out (NULL: /dev/null), stderr to err
  * (NULL: /dev/null); each is capped by its buffer's max_size (-E2BIG past

@@ -237,7 +237,6 @@ int workspace_answer_decode(const void *p, size_t n, struct workspace_answer *re
 				      .max_depth = 3,
 				      .want_top = JSON_OBJECT };
 	_cleanup_json_ json_t *o = NULL;
-	_cleanup_free_ char *canon = NULL;
 	struct workspace_answer a = { 0 };
 	const char *schema;
 	bool refused;
@@ -271,14 +270,8 @@ int workspace_answer_decode(const void *p, size_t n, struct workspace_answer *re
 		goto fail;
 	}
 	/* exactly what workspace_answer_encode writes: one canonical form, nothing else to look at */
-	r = json_jcs_string(o, WORKSPACE_ANSWER_MAX_BYTES, &canon);
+	r = image_answer_canonical(o, p, n, WORKSPACE_ANSWER_MAX_BYTES, PFX, diag);
 	if (r < 0) {
-		image_diag_set(diag, PFX "cannot be written back in canonical form: %s", tk_strerror(r));
-		goto fail;
-	}
-	if (strlen(canon) != n || memcmp(canon, p, n) != 0) {
-		image_diag_set(diag, PFX "not in canonical (JCS) form: whitespace, key order or escapes differ");
-		r = -EBADMSG;
 		goto fail;
 	}
 	*ret = a;
