@@ -151,6 +151,7 @@ static void test_caps(void **state)
 	buf_reset(b);
 	assert_int_equal(workspace_answer_encode(&a, b, &d), -E2BIG);
 	assert_non_null(strstr(d.msg, "\"error\""));
+	free(a.error);
 	a.error = strdup("x");
 	a.left_out = realloc(a.left_out, (WORKSPACE_ANSWER_MAX_LEFT_OUT + 1) * sizeof(*a.left_out));
 	a.left_out[a.n_left_out].path = strdup("p");
