@@ -853,6 +853,22 @@ failed:
 	return r < 0 ? r : -EIO;
 }
 
+/* What a box keeps in the daemon's state until tkbox rm; then its directory goes too. */
+static void box_remove_files(const struct box *b)
+{
+	static const char *const files[] = { "box.json", "events.jsonl", "console.log", "workspace.ext4" };
+
+	for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
+		_cleanup_free_ char *path = NULL;
+		if (asprintf(&path, "%s/%s", b->dir, files[i]) >= 0) {
+			(void)unlink(path);
+		}
+	}
+	if (rmdir(b->dir) < 0 && errno != ENOENT) {
+		log_warn("box %s: its state directory %s was not removed: %s", b->name, b->dir, tk_strerror(-errno));
+	}
+}
+
 /* ---------------------------------------------------------------- HTTP I/O */
 
 struct conn {
@@ -1848,22 +1864,7 @@ static void api_rm(struct conn *c, const char *name)
 	pthread_mutex_unlock(&g.lock);
 	box_close_run(b, "removed");
 	pthread_mutex_lock(&g.lock);
-	{
-		_cleanup_free_ char *bj = NULL, *ev = NULL;
-		if (asprintf(&bj, "%s/box.json", b->dir) >= 0) {
-			(void)unlink(bj);
-		}
-		if (asprintf(&ev, "%s/events.jsonl", b->dir) >= 0) {
-			(void)unlink(ev);
-		}
-		{
-			_cleanup_free_ char *con = NULL;
-			if (asprintf(&con, "%s/console.log", b->dir) >= 0) {
-				(void)unlink(con);
-			}
-		}
-		(void)rmdir(b->dir);
-	}
+	box_remove_files(b);
 	box_unlink(b);
 	pthread_mutex_unlock(&g.lock);
 	box_free(b);

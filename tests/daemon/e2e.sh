@@ -361,6 +361,9 @@ rc=$?
 check "daemon kill -9: b4's open run is not exported (rc=$rc)" grep -q 'still open' "$WORK/err"
 "$TKBOX" rm b1 2>/dev/null && "$TKBOX" rm b2 2>/dev/null && "$TKBOX" rm b4 2>/dev/null
 check "rm" test $? -eq 0
+# b1 had a workspace: rm leaves nothing of it in the state (its workspace image included).
+check "rm: nothing left of b1 (workspace box) in the state: $(ls -A "$TKBOX_STATE_DIR/boxes/b1" 2>/dev/null | tr '\n' ' ')" \
+	test ! -e "$TKBOX_STATE_DIR/boxes/b1"
 
 echo "# $pass passed, $fail failed"
 [ $fail -eq 0 ]
