@@ -91,6 +91,7 @@ struct box {
 	bool reader_done; /* the supervisor's reader thread has finished with the box */
 	unsigned refs; /* requests using the box without holding g.lock (export) */
 	char *stop_reason;
+	char *sup_violation; /* the supervisor broke the daemon's side of the protocol (stopped reading its requests): how */
 	char *cut_reason; /* the supervisor cut the box off from its agent (lost, protocol violation, kills ignored): why */
 	bool stop_requested;
 	uint64_t gaps_complete; /* completions the signer did not record */
@@ -415,7 +416,6 @@ static void box_close_run(struct box *b, const char *reason)
 	char err[512] = "";
 	int r;
 
-	box_flush_gaps(b);
 	pthread_mutex_lock(&g.lock);
 	{
 		/* Commands still completing (a stop just killed them) are recorded before the run closes. */
@@ -425,6 +425,10 @@ static void box_close_run(struct box *b, const char *reason)
 		while (b->n_execs > 0 && pthread_cond_timedwait(&b->cond, &g.lock, &until) != ETIMEDOUT) {
 		}
 	}
+	pthread_mutex_unlock(&g.lock);
+	/* Losses counted while the signer was away, those of the commands just waited for included, go in first. */
+	box_flush_gaps(b);
+	pthread_mutex_lock(&g.lock);
 	if (b->run_closed || !b->run_id || !b->run_token) {
 		pthread_mutex_unlock(&g.lock);
 		return;
@@ -457,10 +461,18 @@ static int box_gap(struct box *b, const char *kind, const char *reason, uint64_t
 	int r;
 
 	pthread_mutex_lock(&g.lock);
-	run_id = b->run_id && !b->run_closed ? strdup(b->run_id) : NULL;
-	token = b->run_token ? strdup(b->run_token) : NULL;
 	events_write(b, EV_PROBLEM, "gap",
 		     json_pack("{s:s,s:s,s:I}", "kind", kind, "reason", reason, "count", (json_int_t)count));
+	if (b->run_id && b->run_closed) {
+		/* Never "recorded" by default: the closed run cannot take it, and the box's events say so. */
+		events_write(b, EV_PROBLEM, "signer.gap_after_close",
+			     json_pack("{s:s,s:I,s:s}", "kind", kind, "count", (json_int_t)count, "detail",
+				       "the run was already closed: this loss is only in the box's events"));
+		pthread_mutex_unlock(&g.lock);
+		return -ESHUTDOWN;
+	}
+	run_id = b->run_id ? strdup(b->run_id) : NULL;
+	token = b->run_token ? strdup(b->run_token) : NULL;
 	pthread_mutex_unlock(&g.lock);
 	r = observe(run_id, token, "tkbox.gap",
 		    json_pack("{s:s,s:s,s:I}", "reason", reason, "kind", kind, "count", (json_int_t)count), err,
@@ -666,6 +678,11 @@ static void reader_finish(struct box *b, bool stopped_ok, const char *violation)
 	pthread_cond_broadcast(&b->cond);
 	pthread_mutex_unlock(&g.lock);
 
+	if (!violation) {
+		pthread_mutex_lock(&g.lock);
+		violation = b->sup_violation; /* b outlives this function: borrowed */
+		pthread_mutex_unlock(&g.lock);
+	}
 	if (b->state == BOX_FAILED || violation) {
 		/* The loss is recorded, then the run is closed: a failure ends the run. */
 		box_gap(b, "supervisor",
@@ -705,6 +722,16 @@ static void *reader_thread(void *arg)
 		const char *why = NULL;
 		int r = ipc_recv(b->sup_fd, &msg, fds, 0, &nfds);
 		if (r < 0) {
+			/* Anything but its end (fds, an oversized or empty message) is a broken protocol too. */
+			if (r != -ECONNRESET && asprintf(&violation,
+							 "the box's supervisor sent a message the daemon cannot take "
+							 "(%s), so it was killed and the box stopped",
+							 tk_strerror(r)) < 0) {
+				violation = NULL;
+			}
+			if (r != -ECONNRESET) {
+				(void)kill(b->sup_pid, SIGKILL);
+			}
 			break;
 		}
 		pthread_mutex_lock(&g.lock);
@@ -735,6 +762,28 @@ static void *reader_thread(void *arg)
 }
 
 /* Caller holds g.lock. */
+/*
+ * A request to b's supervisor (caller holds g.lock). The send never blocks:
+ * a supervisor whose queue is full stopped reading its requests, so it is
+ * killed, the box stops and its run records why.
+ */
+static int box_send(struct box *b, const struct supmsg *m, const int *fds)
+{
+	int r = ipc_send_msg(b->sup_fd, &b->mon, SUPMSG_TO_SUPERVISOR, m, fds, NULL);
+
+	if (r == -EAGAIN) {
+		if (!b->sup_violation) {
+			b->sup_violation =
+				strdup("the box's supervisor stopped reading the daemon's requests (its queue "
+				       "was full), so it was killed and the box stopped");
+		}
+		events_write(b, EV_LIFECYCLE, "supervisor.protocol_error",
+			     json_pack("{s:s}", "detail", "it stopped reading the daemon's requests"));
+		(void)kill(b->sup_pid, SIGKILL);
+	}
+	return r;
+}
+
 static void box_stop_async(struct box *b, const char *reason)
 {
 	struct supmsg m = { .op = SUPMSG_STOP };
@@ -744,7 +793,7 @@ static void box_stop_async(struct box *b, const char *reason)
 	}
 	b->state = BOX_STOPPING;
 	b->stop_requested = true;
-	if (ipc_send_msg(b->sup_fd, &b->mon, SUPMSG_TO_SUPERVISOR, &m, NULL, NULL) < 0) {
+	if (box_send(b, &m, NULL) < 0) {
 		(void)kill(b->sup_pid, SIGKILL);
 	}
 	events_write(b, EV_LIFECYCLE, "box.stopping", json_pack("{s:s}", "reason", reason));
@@ -988,6 +1037,7 @@ static void box_free(struct box *b)
 	free(b->boot_error);
 	free(b->stop_reason);
 	free(b->cut_reason);
+	free(b->sup_violation);
 	strv_free(b->env);
 	(void)pthread_cond_destroy(&b->cond);
 	free(b);
@@ -1271,7 +1321,7 @@ static int box_send_boot(struct box *b, const struct local_image *img, const str
 	}
 	m.console_keep = console;
 	pthread_mutex_lock(&g.lock);
-	r = ipc_send_msg(b->sup_fd, &b->mon, SUPMSG_TO_SUPERVISOR, &m, NULL, NULL);
+	r = box_send(b, &m, NULL);
 	pthread_mutex_unlock(&g.lock);
 	return r;
 }
@@ -1641,7 +1691,7 @@ static int exec_hand_over(struct exec_ctx *e, struct pend *p)
 		if (r >= 0) {
 			p->next = b->pend;
 			b->pend = p;
-			r = ipc_send_msg(b->sup_fd, &b->mon, SUPMSG_TO_SUPERVISOR, &m, fds, NULL);
+			r = box_send(b, &m, fds);
 			if (r < 0) {
 				b->pend = p->next;
 			}
@@ -1701,7 +1751,7 @@ static void exec_after(struct crossing *x, const struct crossing_result *res)
 	pthread_mutex_lock(&g.lock);
 	if (b->sup_fd >= 0) {
 		struct supmsg rel = { .op = SUPMSG_RELEASE, .exec = e->exec_no };
-		if (ipc_send_msg(b->sup_fd, &b->mon, SUPMSG_TO_SUPERVISOR, &rel, NULL, NULL) < 0) {
+		if (box_send(b, &rel, NULL) < 0) {
 			events_write(b, EV_LIFECYCLE, "exec.release_failed",
 				     json_pack("{s:I}", "exec", (json_int_t)e->exec_no));
 		}

@@ -7,7 +7,7 @@
 #include "daemon/supmsg.h"
 #include "json.h"
 
-int ipc_send(int sock, const json_t *v, const int *fds, size_t nfds)
+static int ipc_send_flags(int sock, const json_t *v, const int *fds, size_t nfds, int flags)
 {
 	_cleanup_free_ char *s = json_dumps(v, JSON_COMPACT);
 	union {
@@ -40,11 +40,16 @@ int ipc_send(int sock, const json_t *v, const int *fds, size_t nfds)
 		c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
 		memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
 	}
-	w = RETRY_EINTR(sendmsg(sock, &mh, MSG_NOSIGNAL));
+	w = RETRY_EINTR(sendmsg(sock, &mh, MSG_NOSIGNAL | flags));
 	if (w < 0) {
 		return negative_errno();
 	}
 	return (size_t)w == n ? 0 : -EIO;
+}
+
+int ipc_send(int sock, const json_t *v, const int *fds, size_t nfds)
+{
+	return ipc_send_flags(sock, v, fds, nfds, 0);
 }
 
 int ipc_send_msg(int sock, struct supmon *mon, enum supmsg_dir dir, const struct supmsg *m, const int *fds,
@@ -57,7 +62,8 @@ int ipc_send_msg(int sock, struct supmon *mon, enum supmsg_dir dir, const struct
 		r = supmsg_encode(m, &v);
 	}
 	if (r >= 0) {
-		r = ipc_send(sock, v, fds, supmsg_fds(m));
+		/* The daemon never waits on a supervisor: a full queue is -EAGAIN (the supervisor stopped reading). */
+		r = ipc_send_flags(sock, v, fds, supmsg_fds(m), dir == SUPMSG_TO_SUPERVISOR ? MSG_DONTWAIT : 0);
 	}
 	if (r >= 0) {
 		r = supmon_apply(mon, dir, m, ret_why);

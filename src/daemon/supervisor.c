@@ -747,6 +747,10 @@ int supervisor_main(int fd)
 	int r;
 
 	log_set_ident("tkbox-supervisor");
+	/* The daemon's socket (dup2'd onto fd 3 without close-on-exec) must not reach QEMU or anything it runs. */
+	if (fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) {
+		return 1;
+	}
 	supmon_init(&s.mon);
 	(void)signal(SIGPIPE, SIG_IGN);
 	for (size_t i = 0; i < ARRAY_SIZE(s.x); i++) {

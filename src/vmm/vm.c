@@ -300,8 +300,9 @@ static int qemu_fds_open(struct vm_config *c, struct qemu_fds *f)
 	if (f->kernel < 0 || f->rootfs == -1 || f->workspace == -1) {
 		return -errno;
 	}
-	if (chown(c->box_dir, c->uid, c->gid) < 0 || chown(c->initrd, c->uid, c->gid) < 0 ||
-	    (c->scratch && chown(c->scratch, c->uid, c->gid) < 0)) {
+	/* Never through a symlink: on a retry the box uid's first QEMU could have put one in its place. */
+	if (lchown(c->box_dir, c->uid, c->gid) < 0 || lchown(c->initrd, c->uid, c->gid) < 0 ||
+	    (c->scratch && lchown(c->scratch, c->uid, c->gid) < 0)) {
 		return -errno;
 	}
 	/* /dev/kvm readable and writable by its group only (the usual 0660 root:kvm): QEMU joins that group. */
@@ -425,7 +426,7 @@ int vm_start(const struct vm_config *c0, struct vm **ret)
 			r = log_error_errno(lfd[i], "listening on %s", p);
 			goto fail;
 		}
-		if (c->drop_privileges && chown(p, c->uid, c->gid) < 0) {
+		if (c->drop_privileges && lchown(p, c->uid, c->gid) < 0) {
 			r = log_error_errno(-errno, "giving %s to the box's uid", p);
 			goto fail;
 		}

@@ -63,6 +63,12 @@ if [ "$LL_ABI" -gt 0 ]; then WANT_LL="abi $LL_ABI"; else WANT_LL=unsupported; fi
 check "the record says landlock $WANT_LL ($(field supervisor_isolation landlock))" \
 	test "$(field supervisor_isolation landlock)" = "$WANT_LL"
 
+# The daemon's socket (the supervisor's fd 3) is not in QEMU: only the supervisor may speak to the daemon.
+CTL=$(readlink "/proc/$SUP/fd/3" 2>/dev/null)
+QEMU_HAS_CTL=$(ls -l "/proc/$QEMU/fd/" 2>/dev/null | grep -cF -- "$CTL")
+check "the supervisor's daemon socket ($CTL) is not open in its QEMU ($QEMU_HAS_CTL fds)" \
+	test -n "$CTL" -a -n "$QEMU" -a "$QEMU_HAS_CTL" = 0
+
 # The allowlist does not kill a working box.
 out=$("$TKBOX" exec c1 -- echo confined 2>&1)
 check "exec under the allowlist ($out)" test "$out" = confined

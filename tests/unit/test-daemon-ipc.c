@@ -55,6 +55,42 @@ static void test_message_and_fd(void **state)
 	(void)close(sv[1]);
 }
 
+/*
+ * A supervisor that stops reading: the daemon's sends fill its queue, then
+ * fail with -EAGAIN instead of blocking (the daemon holds its lock while it
+ * sends). Without MSG_DONTWAIT this test hangs and meson's timeout fails it.
+ */
+static void test_never_blocks_on_supervisor(void **state)
+{
+	const char *env[] = { "A=1", NULL };
+	const struct supmsg boot = { .op = SUPMSG_BOOT,
+				     .box_id = "b1",
+				     .rootfs = "/r.ext4",
+				     .state_dir = "/s",
+				     .guest = "/g",
+				     .accel = "auto",
+				     .vcpus = 1,
+				     .mem_mib = 256,
+				     .env = (char **)env,
+				     .envc = 1,
+				     .lifetime_s = 60 };
+	int sv[2], r = 0, sent = 0;
+
+	(void)state;
+	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+	for (; sent < 100000; sent++) {
+		struct supmon mon = { 0 }; /* each send a first boot: allowed */
+		r = ipc_send_msg(sv[0], &mon, SUPMSG_TO_SUPERVISOR, &boot, NULL, NULL);
+		if (r < 0) {
+			break;
+		}
+	}
+	assert_int_equal(r, -EAGAIN);
+	assert_true(sent > 0);
+	(void)close(sv[0]);
+	(void)close(sv[1]);
+}
+
 static void test_caps(void **state)
 {
 	int sv[2], fds[IPC_MAX_FDS];
@@ -119,6 +155,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_message_and_fd),
 		cmocka_unit_test(test_caps),
+		cmocka_unit_test(test_never_blocks_on_supervisor),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
