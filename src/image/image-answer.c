@@ -160,23 +160,6 @@ static void diag_parse(const void *p, size_t n, int r, struct image_diag *diag)
 	diag_json_error(diag, "not valid JSON", &e);
 }
 
-/* A string member (nullable: JSON null reads as NULL), duplicated. */
-static int get_str(const json_t *o, const char *key, bool nullable, char **ret, struct image_diag *diag)
-{
-	const json_t *m = json_object_get(o, key);
-
-	if (nullable && json_is_null(m)) {
-		*ret = NULL;
-		return 0;
-	}
-	if (!json_is_string(m)) {
-		image_diag_set(diag, PFX "\"%s\" is not a string%s", key, nullable ? " or null" : "");
-		return -EBADMSG;
-	}
-	*ret = strndup(json_string_value(m), json_string_length(m));
-	return *ret ? 0 : -ENOMEM;
-}
-
 static int get_env(const json_t *o, struct image_result *res, struct image_diag *diag)
 {
 	const json_t *a = json_object_get(o, "env");
@@ -256,7 +239,7 @@ int image_answer_decode(const void *p, size_t n, struct image_result *ret, struc
 			return -EBADMSG;
 		}
 	}
-	if ((r = get_str(o, "schema", false, &schema, diag)) < 0) {
+	if ((r = image_answer_get_str(o, "schema", false, PFX, &schema, diag)) < 0) {
 		return r;
 	}
 	if (strcmp(schema, IMAGE_ANSWER_SCHEMA) != 0) {
@@ -268,12 +251,12 @@ int image_answer_decode(const void *p, size_t n, struct image_result *ret, struc
 		return -EBADMSG;
 	}
 	res.from_cache = json_is_true(json_object_get(o, "from_cache"));
-	if ((r = get_str(o, "config", false, &res.config_digest, diag)) < 0 ||
-	    (r = get_str(o, "manifest", true, &res.manifest_digest, diag)) < 0 ||
-	    (r = get_str(o, "ext4", false, &res.ext4_path, diag)) < 0 ||
-	    (r = get_str(o, "image_json", false, &res.json_path, diag)) < 0 ||
-	    (r = get_str(o, "working_dir", true, &res.working_dir, diag)) < 0 ||
-	    (r = get_str(o, "user", true, &res.user, diag)) < 0 || (r = get_env(o, &res, diag)) < 0 ||
+	if ((r = image_answer_get_str(o, "config", false, PFX, &res.config_digest, diag)) < 0 ||
+	    (r = image_answer_get_str(o, "manifest", true, PFX, &res.manifest_digest, diag)) < 0 ||
+	    (r = image_answer_get_str(o, "ext4", false, PFX, &res.ext4_path, diag)) < 0 ||
+	    (r = image_answer_get_str(o, "image_json", false, PFX, &res.json_path, diag)) < 0 ||
+	    (r = image_answer_get_str(o, "working_dir", true, PFX, &res.working_dir, diag)) < 0 ||
+	    (r = image_answer_get_str(o, "user", true, PFX, &res.user, diag)) < 0 || (r = get_env(o, &res, diag)) < 0 ||
 	    (r = check_fields(&res, diag)) < 0) {
 		goto fail;
 	}

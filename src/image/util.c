@@ -230,3 +230,21 @@ int image_answer_canonical(const json_t *o, const void *p, size_t n, size_t max,
 	}
 	return 0;
 }
+
+int image_answer_get_str(const json_t *o, const char *key, bool nullable, const char *pfx, char **ret,
+			 struct image_diag *diag)
+{
+	const char *s;
+
+	if (nullable && json_is_null(json_object_get(o, key))) {
+		*ret = NULL;
+		return 0;
+	}
+	/* The strict reader already refused \u0000: a string here holds no NUL. */
+	if (json_get_string(o, key, &s) < 0) {
+		image_diag_set(diag, "%s\"%s\" is not a string%s", pfx, key, nullable ? " or null" : "");
+		return -EBADMSG;
+	}
+	*ret = strdup(s);
+	return *ret ? 0 : -ENOMEM;
+}

@@ -2,6 +2,7 @@
 #ifndef TKBOX_IMAGE_UTIL_H
 #define TKBOX_IMAGE_UTIL_H
 
+#include <stdbool.h>
 #include <sys/types.h>
 
 #include "buf.h"
@@ -27,6 +28,14 @@ void image_diag_set(struct image_diag *d, const char *fmt, ...) _printf_(2, 3);
 struct json_t;
 _wur_ int image_answer_canonical(const struct json_t *o, const void *p, size_t n, size_t max, const char *pfx,
 				 struct image_diag *diag);
+
+/*
+ * A string member key of a child's answer, duplicated into *ret (nullable:
+ * JSON null reads as NULL). -EBADMSG with diag set (prefixed by pfx) when it
+ * is not a string; -ENOMEM.
+ */
+_wur_ int image_answer_get_str(const struct json_t *o, const char *key, bool nullable, const char *pfx, char **ret,
+			       struct image_diag *diag);
 
 /*
  * Run argv[0] (an absolute path) with exactly envp, stdin from /dev/null, in

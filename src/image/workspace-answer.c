@@ -125,23 +125,6 @@ static int get_count(const json_t *o, const char *key, uint64_t *ret, struct ima
 	return 0;
 }
 
-static int get_str(const json_t *o, const char *key, bool nullable, char **ret, struct image_diag *diag)
-{
-	const json_t *m = json_object_get(o, key);
-	const char *s;
-
-	if (nullable && json_is_null(m)) {
-		*ret = NULL;
-		return 0;
-	}
-	if (json_get_string(o, key, &s) < 0) {
-		image_diag_set(diag, PFX "\"%s\" is not a string%s (or holds a NUL)", key, nullable ? " or null" : "");
-		return -EBADMSG;
-	}
-	*ret = strdup(s);
-	return *ret ? 0 : -ENOMEM;
-}
-
 static int get_left_out(const json_t *o, struct workspace_answer *a, struct image_diag *diag)
 {
 	const json_t *arr = json_object_get(o, "left_out");
@@ -188,13 +171,13 @@ static int get_fields(const json_t *o, bool refused, struct workspace_answer *a,
 		return r;
 	}
 	if (refused) {
-		if ((r = get_str(o, "error", false, &a->error, diag)) < 0 ||
-		    (r = get_str(o, "rule", true, &a->rule, diag)) < 0) {
+		if ((r = image_answer_get_str(o, "error", false, PFX, &a->error, diag)) < 0 ||
+		    (r = image_answer_get_str(o, "rule", true, PFX, &a->rule, diag)) < 0) {
 			return r;
 		}
 		return 0;
 	}
-	if ((r = get_str(o, "ext4", false, &a->ext4, diag)) < 0 ||
+	if ((r = image_answer_get_str(o, "ext4", false, PFX, &a->ext4, diag)) < 0 ||
 	    (r = get_count(o, "files", &a->stats.files, diag)) < 0 ||
 	    (r = get_count(o, "symlinks", &a->stats.symlinks, diag)) < 0 ||
 	    (r = get_count(o, "bytes", &a->stats.bytes, diag)) < 0 ||
