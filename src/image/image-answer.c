@@ -202,8 +202,6 @@ int image_answer_decode(const void *p, size_t n, struct image_result *ret, struc
 	_cleanup_json_ json_t *o = NULL;
 	_cleanup_free_ char *schema = NULL;
 	struct image_result res = { 0 };
-	const char *key;
-	json_t *m;
 	int r;
 
 	if (n > IMAGE_ANSWER_MAX_BYTES) {
@@ -221,23 +219,9 @@ int image_answer_decode(const void *p, size_t n, struct image_result *ret, struc
 		diag_parse(p, n, r, diag);
 		return r;
 	}
-	json_object_foreach(o, key, m) {
-		size_t kl = json_object_iter_key_len(json_object_key_to_iter(key));
-		bool known = false;
-		for (const char *const *k = answer_keys; *k && !known; k++) {
-			known = strlen(*k) == kl && memcmp(*k, key, kl) == 0;
-		}
-		if (!known) {
-			char q[LOG_QUOTE_BUFSIZE];
-			image_diag_set(diag, PFX "unknown key %s", log_quote(key, kl, q));
-			return -EBADMSG;
-		}
-	}
-	for (const char *const *k = answer_keys; *k; k++) {
-		if (!json_object_get(o, *k)) {
-			image_diag_set(diag, PFX "key \"%s\" is missing", *k);
-			return -EBADMSG;
-		}
+	r = image_answer_check_keys(o, answer_keys, PFX, diag);
+	if (r < 0) {
+		return r;
 	}
 	if ((r = image_answer_get_str(o, "schema", false, PFX, &schema, diag)) < 0) {
 		return r;

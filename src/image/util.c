@@ -248,3 +248,29 @@ int image_answer_get_str(const json_t *o, const char *key, bool nullable, const 
 	*ret = strdup(s);
 	return *ret ? 0 : -ENOMEM;
 }
+
+int image_answer_check_keys(const json_t *o, const char *const *keys, const char *pfx, struct image_diag *diag)
+{
+	const char *key;
+	json_t *m;
+
+	json_object_foreach((json_t *)o, key, m) {
+		size_t kl = json_object_iter_key_len(json_object_key_to_iter(key));
+		bool known = false;
+		for (const char *const *k = keys; *k && !known; k++) {
+			known = strlen(*k) == kl && memcmp(*k, key, kl) == 0;
+		}
+		if (!known) {
+			char q[LOG_QUOTE_BUFSIZE];
+			image_diag_set(diag, "%sunknown key %s", pfx, log_quote(key, kl, q));
+			return -EBADMSG;
+		}
+	}
+	for (const char *const *k = keys; *k; k++) {
+		if (!json_object_get(o, *k)) {
+			image_diag_set(diag, "%skey \"%s\" is missing", pfx, *k);
+			return -EBADMSG;
+		}
+	}
+	return 0;
+}

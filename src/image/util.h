@@ -30,6 +30,13 @@ _wur_ int image_answer_canonical(const struct json_t *o, const void *p, size_t n
 				 struct image_diag *diag);
 
 /*
+ * A child's answer has exactly the keys of the NULL-terminated list keys:
+ * -EBADMSG with diag set (prefixed by pfx) naming an unknown or missing key.
+ */
+_wur_ int image_answer_check_keys(const struct json_t *o, const char *const *keys, const char *pfx,
+				  struct image_diag *diag);
+
+/*
  * A string member key of a child's answer, duplicated into *ret (nullable:
  * JSON null reads as NULL). -EBADMSG with diag set (prefixed by pfx) when it
  * is not a string; -ENOMEM.

@@ -188,32 +188,6 @@ static int get_fields(const json_t *o, bool refused, struct workspace_answer *a,
 	return 0;
 }
 
-static int check_keys(const json_t *o, const char *const *keys, struct image_diag *diag)
-{
-	const char *key;
-	json_t *m;
-
-	json_object_foreach((json_t *)o, key, m) {
-		size_t kl = json_object_iter_key_len(json_object_key_to_iter(key));
-		bool known = false;
-		for (const char *const *k = keys; *k && !known; k++) {
-			known = strlen(*k) == kl && memcmp(*k, key, kl) == 0;
-		}
-		if (!known) {
-			char q[LOG_QUOTE_BUFSIZE];
-			image_diag_set(diag, PFX "unknown key %s", log_quote(key, kl, q));
-			return -EBADMSG;
-		}
-	}
-	for (const char *const *k = keys; *k; k++) {
-		if (!json_object_get(o, *k)) {
-			image_diag_set(diag, PFX "key \"%s\" is missing", *k);
-			return -EBADMSG;
-		}
-	}
-	return 0;
-}
-
 int workspace_answer_decode(const void *p, size_t n, struct workspace_answer *ret, struct image_diag *diag)
 {
 	const struct json_opts jo = { .max_bytes = WORKSPACE_ANSWER_MAX_BYTES,
@@ -241,7 +215,7 @@ int workspace_answer_decode(const void *p, size_t n, struct workspace_answer *re
 		return r == -ENOMEM || r == -E2BIG ? r : -EBADMSG;
 	}
 	refused = json_object_get(o, "error") != NULL;
-	if ((r = check_keys(o, refused ? refused_keys : built_keys, diag)) < 0) {
+	if ((r = image_answer_check_keys(o, refused ? refused_keys : built_keys, PFX, diag)) < 0) {
 		return r;
 	}
 	if (json_get_string(o, "schema", &schema) < 0 || strcmp(schema, WORKSPACE_ANSWER_SCHEMA) != 0) {
