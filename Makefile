@@ -15,7 +15,8 @@ DEB_PACKAGES = \
 	libjansson-dev libcmocka-dev libssl-dev libyaml-dev libcurl4-openssl-dev zlib1g-dev \
 	libsqlite3-dev libseccomp-dev libarchive-dev libzstd-dev \
 	qemu-system-x86 e2fsprogs busybox-static cpio lz4 \
-	docker-registry skopeo apache2-utils zstd python3 openssl python3-jsonschema mmdebstrap
+	docker-registry skopeo apache2-utils zstd python3 openssl python3-jsonschema mmdebstrap \
+	libc-ares-dev nginx-light dnsmasq-base socat curl
 
 .PHONY: all deps build test demo clean format format-check asan
 

@@ -28,6 +28,22 @@
  *     done    {op,exec,status:"ok"|"error",exit_code?|signal?,error?,stdin_sha256?+stdin_bytes?}
  *     event   {op,event,detail?}                a line for the box's events file
  *     stopped {op,reason}                       the VM is gone; the supervisor exits
+ *
+ *   the network door (issue 12; docs/egress.md). A connection is one "conn"
+ *   number the supervisor picks (1.., never reused in a box):
+ *     egress_open    to daemon  {op,conn,form:"connect"|"absolute",host,port}
+ *                               the proxy read a request head for host:port (host canonical: a lower-case
+ *                               name or an IP literal, IPv6 without brackets); the daemon decides and dials
+ *     egress_dial    to sup.    {op,conn,url,plain}  fds: the connected socket
+ *                               url: the door's url decided; plain: a tunnel that is not TLS may pass
+ *                               (an allow entry names the port)
+ *     egress_refuse  to sup.    {op,conn,status,rule,message}  status 403|502|503|504: the proxy answers the
+ *                               box with it (message: which rule refused and how a person can allow it)
+ *     egress_done    to daemon  {op,conn,bytes_up,bytes_down,duration_ms,error?,rule?}
+ *                               a dialled connection ended (rule: the proxy refused it after the dial,
+ *                               e.g. the TLS server name; error says how)
+ *     egress_refused to daemon  {op,rule,message,host?,port?}  the proxy refused a request itself before
+ *                               asking (a malformed head, CONNECT to 80, the stream cap); for tkbox.egress
  */
 
 #define SUPMSG_MAX ((size_t)64 << 10)
@@ -40,6 +56,10 @@
 #define SUPMSG_MAX_TIMEOUT_S (7 * 24 * 3600)
 #define SUPMSG_MAX_MIB (1 << 20)
 #define SUPMSG_MAX_VCPUS 256
+#define SUPMSG_MAX_CONN ((int64_t)1 << 53)
+#define SUPMSG_MAX_HOST 256 /* egress host text (EGRESS_HOST_TEXT_MAX) */
+#define SUPMSG_MAX_URL 280 /* the door's url (EGRESS_URL_MAX) */
+#define SUPMSG_MAX_RULE 64 /* an egress rule name: [a-z0-9_.-] */
 
 enum supmsg_op {
 	/* daemon -> supervisor */
@@ -53,6 +73,12 @@ enum supmsg_op {
 	SUPMSG_DONE,
 	SUPMSG_EVENT,
 	SUPMSG_STOPPED,
+	/* the network door */
+	SUPMSG_EGRESS_OPEN, /* to daemon */
+	SUPMSG_EGRESS_DIAL, /* to supervisor, 1 fd */
+	SUPMSG_EGRESS_REFUSE, /* to supervisor */
+	SUPMSG_EGRESS_DONE, /* to daemon */
+	SUPMSG_EGRESS_REFUSED, /* to daemon */
 	SUPMSG_OP_COUNT,
 };
 
@@ -102,13 +128,23 @@ struct supmsg {
 	char *event, *detail;
 	/* stopped */
 	char *reason;
+	/* egress_*: message (above) is egress_refuse's and egress_refused's text, error egress_done's */
+	int64_t conn;
+	bool form_connect; /* egress_open: "connect" (else "absolute") */
+	char *host; /* egress_open; egress_refused (optional) */
+	int64_t port; /* egress_open 1..65535; egress_refused 0: absent */
+	char *url; /* egress_dial */
+	bool plain; /* egress_dial */
+	int64_t status; /* egress_refuse: 403, 502, 503, 504 */
+	char *rule; /* egress_refuse, egress_refused; egress_done (optional) */
+	int64_t bytes_up, bytes_down, duration_ms; /* egress_done, each 0..2^53 */
 };
 
 /* The direction an operation goes (the tables below). */
 enum supmsg_dir supmsg_op_dir(enum supmsg_op op);
 const char *supmsg_op_name(enum supmsg_op op);
 
-/* The fds an operation carries: exec 1 (the client), 2 with up-front stdin; the others 0. */
+/* The fds an operation carries: exec 1 (the client), 2 with up-front stdin; egress_dial 1; the others 0. */
 size_t supmsg_fds(const struct supmsg *m);
 
 /*
@@ -144,12 +180,18 @@ void supmsg_release(struct supmsg *m);
  *   done       to daemon   UP, STOPPING            exec N open -> done (once per exec)
  *   event      to daemon   BOOTING, UP, STOPPING   -
  *   stopped    to daemon   UP, STOPPING            OVER
+ *   egress_open    to daemon   UP                  conn N asked (N not known already, at most SUPMON_MAX_CONNS known)
+ *   egress_dial    to sup.     UP                  conn N asked -> dialled (egress closes the moment a stop begins)
+ *   egress_refuse  to sup.     UP, STOPPING        conn N asked -> forgotten
+ *   egress_done    to daemon   UP, STOPPING        conn N dialled -> forgotten
+ *   egress_refused to daemon   UP, STOPPING        -
  *
  * Anything else is refused: the daemon kills the supervisor, stops the box
  * and records a tkbox.gap; the supervisor stops the box and exits.
  */
 
 #define SUPMON_MAX_EXECS 256 /* execs sent and not yet released (the daemon allows fewer per box) */
+#define SUPMON_MAX_CONNS 256 /* egress conns asked or dialled and not yet forgotten (= EGRESS_MAX_STREAMS) */
 
 enum supmon_state {
 	SUPMON_INIT = 0, /* nothing sent */
@@ -166,6 +208,11 @@ struct supmon {
 		int64_t exec;
 		bool done;
 	} x[SUPMON_MAX_EXECS];
+	size_t nc;
+	struct {
+		int64_t conn;
+		bool dialled;
+	} c[SUPMON_MAX_CONNS];
 };
 
 void supmon_init(struct supmon *mon);
