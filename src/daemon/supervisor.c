@@ -12,6 +12,7 @@
 #include "strv.h"
 #include "crypto.h"
 #include "daemon/door.h"
+#include "daemon/egress-sup.h"
 #include "daemon/ipc.h"
 #include "daemon/sandbox.h"
 #include "daemon/supervisor.h"
@@ -72,6 +73,7 @@ struct sup {
 	char refused[512]; /* why a daemon message was refused, when one was */
 	struct buf msg;
 	struct supmon mon; /* what the daemon and this side may send now (supmsg.h) */
+	struct egress_sup *egress; /* the host end of tkbox.egress and the proxy (egress-sup.c) */
 };
 
 static uint64_t now_ms(void)
@@ -89,6 +91,12 @@ static int send_msg(struct sup *s, const struct supmsg *m)
 		log_warn("supervisor: telling the daemon %s: %s", supmsg_op_name(m->op), why ? why : tk_strerror(r));
 	}
 	return r;
+}
+
+/* What the proxy tells the daemon goes through the same monitor. */
+static int egress_send(void *ctx, const struct supmsg *m)
+{
+	return send_msg(ctx, m);
 }
 
 static void send_event(struct sup *s, const char *event, const char *detail)
@@ -635,6 +643,21 @@ static void agent_lost(struct sup *s, int r)
 	stop_box(s, s->lost);
 }
 
+/* The box's egress is over: a guest that broke the mux protocol (the tracker's rule), or the port closed. */
+static void egress_lost(struct sup *s, int r)
+{
+	const char *why = egress_sup_violation(s->egress);
+
+	if (why) {
+		(void)snprintf(s->lost, sizeof(s->lost), "%s", why);
+		send_event(s, "box.protocol_violation", s->lost);
+	} else {
+		(void)snprintf(s->lost, sizeof(s->lost), "the egress channel failed: %s", tk_strerror(r));
+		send_event(s, "box.agent_lost", s->lost);
+	}
+	stop_box(s, s->lost);
+}
+
 /* Stop: every command is killed, the guest is asked to power off, QEMU is reaped. */
 static void stop_box(struct sup *s, const char *reason)
 {
@@ -643,6 +666,10 @@ static void stop_box(struct sup *s, const char *reason)
 
 	s->stopping = true;
 	s->stop_reason = reason;
+	/* Egress closes the moment a stop begins: tunnels are cut, later OPENs refused. */
+	if (s->egress) {
+		egress_sup_stop(s->egress);
+	}
 	for (size_t i = 0; i < ARRAY_SIZE(s->x); i++) {
 		if (s->x[i].used && !s->x[i].finished) {
 			sx_kill(s, &s->x[i], strcmp(reason, "stop") == 0 ? "the box is stopping" : reason);
@@ -651,6 +678,9 @@ static void stop_box(struct sup *s, const char *reason)
 	/* Give killed commands a moment to report their exit (their clients get a status). */
 	while (busy(s) && now_ms() < until) {
 		struct agent_event ev;
+		if (s->egress) {
+			egress_sup_drain(s->egress);
+		}
 		r = agent_client_next(s->box->agent, 50, &ev);
 		if (r < 0) {
 			break;
@@ -683,6 +713,9 @@ static void stop_box(struct sup *s, const char *reason)
 			client_flush(x);
 			sx_release(x);
 		}
+	}
+	if (s->egress) {
+		egress_sup_drain(s->egress);
 	}
 	r = vm_box_shutdown(s->box, SUP_SHUTDOWN_MS);
 	if (r < 0) {
@@ -729,6 +762,13 @@ static int ctl_message(struct sup *s, int *fds, size_t nfds)
 		break;
 	case SUPMSG_STOP:
 		stop_box(s, "stop");
+		break;
+	case SUPMSG_EGRESS_DIAL:
+	case SUPMSG_EGRESS_REFUSE:
+		/* The dialled socket (fds[0]) is the proxy's now: the caller does not close it. */
+		if (!s->egress || egress_sup_message(s->egress, &m, &fds[0]) < 0) {
+			log_warn("supervisor: egress conn %lld: the daemon's answer found no conn", (long long)m.conn);
+		}
 		break;
 	default:
 		r = -EPROTO; /* the monitor lets no other operation through */
@@ -789,6 +829,19 @@ int supervisor_main(int fd)
 		return 1;
 	}
 	{
+		struct egress_sup_host eh = { .send = egress_send, .ctx = &s };
+		r = egress_sup_new(s.box->vm->egress_fd, &eh, &s.egress);
+	}
+	if (r < 0) {
+		char msg[256];
+		(void)snprintf(msg, sizeof(msg), "the supervisor could not open the egress channel: %s",
+			       tk_strerror(r));
+		send_text(&s, SUPMSG_FAILED, msg);
+		vm_box_free(s.box);
+		buf_release(&s.msg);
+		return 1;
+	}
+	{
 		struct supmsg ready = { .op = SUPMSG_READY,
 					.accel = (char *)vm_accel_name(s.box->accel),
 					.isolation = (char *)s.box->isolation,
@@ -797,9 +850,10 @@ int supervisor_main(int fd)
 	}
 
 	while (!s.stopping) {
-		struct pollfd p[2 + SUPERVISOR_MAX_EXECS];
-		struct sx *px[2 + SUPERVISOR_MAX_EXECS];
-		size_t np = 0;
+		/* The exec clients, the egress port and tunnels, the daemon, the agent. */
+		struct pollfd p[SUPERVISOR_MAX_EXECS + EGRESS_SUP_POLL_MAX + 2];
+		struct sx *px[SUPERVISOR_MAX_EXECS + EGRESS_SUP_POLL_MAX + 2];
+		size_t np = 0, nc, ne;
 		uint64_t t = now_ms(), next = s.lifetime_deadline_ms;
 		int timeout;
 		bool pending_stdin = false, agent_more;
@@ -892,6 +946,9 @@ int supervisor_main(int fd)
 			stop_box(&s, "the box reached its lifetime limit");
 			break;
 		}
+		nc = np;
+		ne = egress_sup_fill(s.egress, p + np, EGRESS_SUP_POLL_MAX);
+		np += ne;
 		p[np] = (struct pollfd){ .fd = s.ctl, .events = POLLIN };
 		px[np++] = NULL;
 		/* Requests queued on this turn (a kill at a deadline) go out now, not after the wait. */
@@ -907,7 +964,7 @@ int supervisor_main(int fd)
 		if (pending_stdin) {
 			timeout = MIN(timeout, 10); /* queued towards the agent: come back to flush it */
 		}
-		if (agent_more || agent_client_buffered(s.box->agent)) {
+		if (agent_more || agent_client_buffered(s.box->agent) || egress_sup_pending(s.egress)) {
 			timeout = 0; /* guest frames already read (or a full turn of them): no waiting */
 		}
 		r = poll(p, np, timeout);
@@ -915,10 +972,15 @@ int supervisor_main(int fd)
 			stop_box(&s, "internal error");
 			break;
 		}
-		if (r <= 0) {
+		if (r < 0) {
 			continue;
 		}
-		for (size_t i = 0; i + 2 < np; i++) {
+		/* At most EGRESS_SUP_FRAMES_PER_TURN guest frames, like the agent's events. */
+		if ((r = egress_sup_handle(s.egress, p + nc, ne)) < 0) {
+			egress_lost(&s, r);
+			break;
+		}
+		for (size_t i = 0; i < nc; i++) {
 			if (p[i].revents & (POLLIN | POLLHUP | POLLERR)) {
 				client_read(&s, px[i]);
 			}
@@ -943,6 +1005,7 @@ int supervisor_main(int fd)
 		}
 	}
 	send_text(&s, SUPMSG_STOPPED, s.stop_reason ? s.stop_reason : "stop");
+	egress_sup_free(s.egress);
 	vm_box_free(s.box);
 	buf_release(&s.msg);
 	return 0;

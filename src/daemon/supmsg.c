@@ -16,6 +16,14 @@ enum exec_rule {
 	EX_DONE, /* an exec done and not released */
 };
 
+enum conn_rule {
+	CN_NONE, /* carries no conn number */
+	CN_NEW, /* egress_open: a conn not known already -> asked */
+	CN_DIAL, /* egress_dial: asked -> dialled */
+	CN_REFUSE, /* egress_refuse: asked -> forgotten */
+	CN_DONE, /* egress_done: dialled -> forgotten */
+};
+
 /* The monitor's table: one row per operation (supmsg.h shows it as a table). */
 static const struct op_rule {
 	const char *name;
@@ -23,18 +31,29 @@ static const struct op_rule {
 	unsigned states;
 	enum exec_rule exec;
 	int next; /* the state after it, -1: unchanged */
+	enum conn_rule conn;
 } rules[SUPMSG_OP_COUNT] = {
-	[SUPMSG_BOOT] = { "boot", SUPMSG_TO_SUPERVISOR, S(SUPMON_INIT), EX_NONE, SUPMON_BOOTING },
-	[SUPMSG_EXEC] = { "exec", SUPMSG_TO_SUPERVISOR, S(SUPMON_UP), EX_NEW, -1 },
+	[SUPMSG_BOOT] = { "boot", SUPMSG_TO_SUPERVISOR, S(SUPMON_INIT), EX_NONE, SUPMON_BOOTING, CN_NONE },
+	[SUPMSG_EXEC] = { "exec", SUPMSG_TO_SUPERVISOR, S(SUPMON_UP), EX_NEW, -1, CN_NONE },
 	[SUPMSG_RELEASE] = { "release", SUPMSG_TO_SUPERVISOR, S(SUPMON_UP) | S(SUPMON_STOPPING) | S(SUPMON_OVER),
-			     EX_DONE, -1 },
-	[SUPMSG_STOP] = { "stop", SUPMSG_TO_SUPERVISOR, S(SUPMON_UP), EX_NONE, SUPMON_STOPPING },
-	[SUPMSG_READY] = { "ready", SUPMSG_TO_DAEMON, S(SUPMON_BOOTING), EX_NONE, SUPMON_UP },
-	[SUPMSG_FAILED] = { "failed", SUPMSG_TO_DAEMON, S(SUPMON_INIT) | S(SUPMON_BOOTING), EX_NONE, SUPMON_OVER },
-	[SUPMSG_DONE] = { "done", SUPMSG_TO_DAEMON, S(SUPMON_UP) | S(SUPMON_STOPPING), EX_OPEN, -1 },
+			     EX_DONE, -1, CN_NONE },
+	[SUPMSG_STOP] = { "stop", SUPMSG_TO_SUPERVISOR, S(SUPMON_UP), EX_NONE, SUPMON_STOPPING, CN_NONE },
+	[SUPMSG_READY] = { "ready", SUPMSG_TO_DAEMON, S(SUPMON_BOOTING), EX_NONE, SUPMON_UP, CN_NONE },
+	[SUPMSG_FAILED] = { "failed", SUPMSG_TO_DAEMON, S(SUPMON_INIT) | S(SUPMON_BOOTING), EX_NONE, SUPMON_OVER,
+			    CN_NONE },
+	[SUPMSG_DONE] = { "done", SUPMSG_TO_DAEMON, S(SUPMON_UP) | S(SUPMON_STOPPING), EX_OPEN, -1, CN_NONE },
 	[SUPMSG_EVENT] = { "event", SUPMSG_TO_DAEMON, S(SUPMON_BOOTING) | S(SUPMON_UP) | S(SUPMON_STOPPING), EX_NONE,
-			   -1 },
-	[SUPMSG_STOPPED] = { "stopped", SUPMSG_TO_DAEMON, S(SUPMON_UP) | S(SUPMON_STOPPING), EX_NONE, SUPMON_OVER },
+			   -1, CN_NONE },
+	[SUPMSG_STOPPED] = { "stopped", SUPMSG_TO_DAEMON, S(SUPMON_UP) | S(SUPMON_STOPPING), EX_NONE, SUPMON_OVER,
+			     CN_NONE },
+	[SUPMSG_EGRESS_OPEN] = { "egress_open", SUPMSG_TO_DAEMON, S(SUPMON_UP), EX_NONE, -1, CN_NEW },
+	[SUPMSG_EGRESS_DIAL] = { "egress_dial", SUPMSG_TO_SUPERVISOR, S(SUPMON_UP), EX_NONE, -1, CN_DIAL },
+	[SUPMSG_EGRESS_REFUSE] = { "egress_refuse", SUPMSG_TO_SUPERVISOR, S(SUPMON_UP) | S(SUPMON_STOPPING), EX_NONE,
+				   -1, CN_REFUSE },
+	[SUPMSG_EGRESS_DONE] = { "egress_done", SUPMSG_TO_DAEMON, S(SUPMON_UP) | S(SUPMON_STOPPING), EX_NONE, -1,
+				 CN_DONE },
+	[SUPMSG_EGRESS_REFUSED] = { "egress_refused", SUPMSG_TO_DAEMON, S(SUPMON_UP) | S(SUPMON_STOPPING), EX_NONE, -1,
+				    CN_NONE },
 };
 
 /* The events a supervisor may report (a closed set: they become lines of the box's events file). */
@@ -64,6 +83,9 @@ const char *supmsg_op_name(enum supmsg_op op)
 
 size_t supmsg_fds(const struct supmsg *m)
 {
+	if (m->op == SUPMSG_EGRESS_DIAL) {
+		return 1;
+	}
 	if (m->op != SUPMSG_EXEC) {
 		return 0;
 	}
@@ -94,6 +116,9 @@ void supmsg_release(struct supmsg *m)
 	free(m->event);
 	free(m->detail);
 	free(m->reason);
+	free(m->host);
+	free(m->url);
+	free(m->rule);
 	*m = (struct supmsg){ 0 };
 }
 
@@ -253,6 +278,102 @@ static int decode_done(const json_t *o, struct supmsg *m)
 	return r;
 }
 
+/* An egress rule name: [a-z0-9_.-]{1,SUPMSG_MAX_RULE}. */
+static bool rule_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	return n >= 1 && n <= SUPMSG_MAX_RULE && strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789_.-") == n;
+}
+
+/* A host or url: 1..max bytes of printable ASCII, no spaces. */
+static bool token_ok(const char *s, size_t max)
+{
+	size_t n = strlen(s);
+
+	for (size_t i = 0; i < n; i++) {
+		if ((unsigned char)s[i] <= 0x20 || (unsigned char)s[i] >= 0x7f) {
+			return false;
+		}
+	}
+	return n >= 1 && n <= max;
+}
+
+static int decode_egress_to_sup(const json_t *o, enum supmsg_op op, struct supmsg *m)
+{
+	static const char *const k_dial[] = { "op", "conn", "url", "plain", NULL };
+	static const char *const k_refuse[] = { "op", "conn", "status", "rule", "message", NULL };
+	int r = json_only_keys(o, op == SUPMSG_EGRESS_DIAL ? k_dial : k_refuse);
+
+	r = r < 0 ? r : integer(o, "conn", 1, SUPMSG_MAX_CONN, NULL, &m->conn);
+	if (op == SUPMSG_EGRESS_DIAL) {
+		r = r < 0 ? r : text(o, "url", SUPMSG_MAX_URL, true, &m->url);
+		r = r < 0 ? r : json_get_bool(o, "plain", &m->plain) < 0 ? -EBADMSG : 0;
+		return r >= 0 && !token_ok(m->url, SUPMSG_MAX_URL) ? -EBADMSG : r;
+	}
+	r = r < 0 ? r : integer(o, "status", 400, 504, NULL, &m->status);
+	r = r < 0 ? r : text(o, "rule", SUPMSG_MAX_RULE, true, &m->rule);
+	r = r < 0 ? r : text(o, "message", SUPMSG_MAX_TEXT, true, &m->message);
+	if (r >= 0 &&
+	    (!rule_ok(m->rule) || !m->message[0] ||
+	     (m->status != 400 && m->status != 403 && m->status != 502 && m->status != 503 && m->status != 504))) {
+		r = -EBADMSG;
+	}
+	return r;
+}
+
+static int decode_egress_to_daemon(const json_t *o, enum supmsg_op op, struct supmsg *m)
+{
+	static const char *const k_open[] = { "op", "conn", "form", "host", "port", NULL };
+	static const char *const k_done[] = { "op",	     "conn",  "bytes_up", "bytes_down",
+					      "duration_ms", "error", "rule",	  NULL };
+	static const char *const k_refused[] = { "op", "rule", "message", "host", "port", NULL };
+	static const char *const forms[] = { "connect", "absolute", NULL };
+	_cleanup_free_ char *form = NULL;
+	bool has_port = false;
+	int r;
+
+	switch (op) {
+	case SUPMSG_EGRESS_OPEN:
+		r = json_only_keys(o, k_open);
+		r = r < 0 ? r : integer(o, "conn", 1, SUPMSG_MAX_CONN, NULL, &m->conn);
+		r = r < 0 ? r : text(o, "form", 16, true, &form);
+		r = r < 0 ? r : text(o, "host", SUPMSG_MAX_HOST, true, &m->host);
+		r = r < 0 ? r : integer(o, "port", 1, 65535, NULL, &m->port);
+		if (r >= 0 && (!one_of(form, forms) || !token_ok(m->host, SUPMSG_MAX_HOST))) {
+			r = -EBADMSG;
+		}
+		m->form_connect = r >= 0 && strcmp(form, "connect") == 0;
+		return r;
+	case SUPMSG_EGRESS_DONE:
+		r = json_only_keys(o, k_done);
+		r = r < 0 ? r : integer(o, "conn", 1, SUPMSG_MAX_CONN, NULL, &m->conn);
+		r = r < 0 ? r : integer(o, "bytes_up", 0, INT64_C(1) << 53, NULL, &m->bytes_up);
+		r = r < 0 ? r : integer(o, "bytes_down", 0, INT64_C(1) << 53, NULL, &m->bytes_down);
+		r = r < 0 ? r : integer(o, "duration_ms", 0, INT64_C(1) << 53, NULL, &m->duration_ms);
+		r = r < 0 ? r : text(o, "error", SUPMSG_MAX_TEXT, false, &m->error);
+		r = r < 0 ? r : text(o, "rule", SUPMSG_MAX_RULE, false, &m->rule);
+		/* A rule names why the proxy ended it, so it comes with the error text. */
+		if (r >= 0 && ((m->rule && (!rule_ok(m->rule) || !m->error)) || (m->error && !m->error[0]))) {
+			r = -EBADMSG;
+		}
+		return r;
+	case SUPMSG_EGRESS_REFUSED:
+		r = json_only_keys(o, k_refused);
+		r = r < 0 ? r : text(o, "rule", SUPMSG_MAX_RULE, true, &m->rule);
+		r = r < 0 ? r : text(o, "message", SUPMSG_MAX_TEXT, true, &m->message);
+		r = r < 0 ? r : text(o, "host", SUPMSG_MAX_HOST, false, &m->host);
+		r = r < 0 ? r : integer(o, "port", 1, 65535, &has_port, &m->port);
+		if (r >= 0 && (!rule_ok(m->rule) || !m->message[0] ||
+			       (m->host && !token_ok(m->host, SUPMSG_MAX_HOST)) || (has_port && !m->host))) {
+			r = -EBADMSG;
+		}
+		return r;
+	default:
+		return -EPROTO;
+	}
+}
+
 static int decode_op(const json_t *o, enum supmsg_op op, struct supmsg *m)
 {
 	static const char *const k_id[] = { "op", "exec", NULL };
@@ -297,6 +418,13 @@ static int decode_op(const json_t *o, enum supmsg_op op, struct supmsg *m)
 	case SUPMSG_STOPPED:
 		r = json_only_keys(o, k_stopped);
 		return r < 0 ? r : text(o, "reason", SUPMSG_MAX_TEXT, true, &m->reason);
+	case SUPMSG_EGRESS_DIAL:
+	case SUPMSG_EGRESS_REFUSE:
+		return decode_egress_to_sup(o, op, m);
+	case SUPMSG_EGRESS_OPEN:
+	case SUPMSG_EGRESS_DONE:
+	case SUPMSG_EGRESS_REFUSED:
+		return decode_egress_to_daemon(o, op, m);
 	case SUPMSG_OP_COUNT:
 	default:
 		return -EPROTO;
@@ -371,6 +499,42 @@ static int put_strv(json_t *o, const char *k, char *const *v, size_t n)
 	return json_object_set_new(o, k, a) < 0 ? -ENOMEM : 0;
 }
 
+static int encode_egress(const struct supmsg *m, json_t *o)
+{
+	int r = 0;
+
+	switch (m->op) {
+	case SUPMSG_EGRESS_OPEN:
+		r = put_int(o, "conn", m->conn);
+		r = r < 0 ? r : put_str(o, "form", m->form_connect ? "connect" : "absolute");
+		r = r < 0 ? r : put_str(o, "host", m->host);
+		return r < 0 ? r : put_int(o, "port", m->port);
+	case SUPMSG_EGRESS_DIAL:
+		r = put_int(o, "conn", m->conn);
+		r = r < 0 ? r : put_str(o, "url", m->url);
+		return r < 0 ? r : (json_object_set_new(o, "plain", json_boolean(m->plain)) < 0 ? -ENOMEM : 0);
+	case SUPMSG_EGRESS_REFUSE:
+		r = put_int(o, "conn", m->conn);
+		r = r < 0 ? r : put_int(o, "status", m->status);
+		r = r < 0 ? r : put_str(o, "rule", m->rule);
+		return r < 0 ? r : put_str(o, "message", m->message);
+	case SUPMSG_EGRESS_DONE:
+		r = put_int(o, "conn", m->conn);
+		r = r < 0 ? r : put_int(o, "bytes_up", m->bytes_up);
+		r = r < 0 ? r : put_int(o, "bytes_down", m->bytes_down);
+		r = r < 0 ? r : put_int(o, "duration_ms", m->duration_ms);
+		r = r < 0 ? r : put_str(o, "error", m->error);
+		return r < 0 ? r : put_str(o, "rule", m->rule);
+	case SUPMSG_EGRESS_REFUSED:
+		r = put_str(o, "rule", m->rule);
+		r = r < 0 ? r : put_str(o, "message", m->message);
+		r = r < 0 ? r : put_str(o, "host", m->host);
+		return r < 0 || m->port == 0 ? r : put_int(o, "port", m->port);
+	default:
+		return -EINVAL;
+	}
+}
+
 static int encode_members(const struct supmsg *m, json_t *o)
 {
 	int r = put_str(o, "op", rules[m->op].name);
@@ -424,6 +588,12 @@ static int encode_members(const struct supmsg *m, json_t *o)
 		return r < 0 ? r : put_str(o, "detail", m->detail);
 	case SUPMSG_STOPPED:
 		return r < 0 ? r : put_str(o, "reason", m->reason);
+	case SUPMSG_EGRESS_OPEN:
+	case SUPMSG_EGRESS_DIAL:
+	case SUPMSG_EGRESS_REFUSE:
+	case SUPMSG_EGRESS_DONE:
+	case SUPMSG_EGRESS_REFUSED:
+		return r < 0 ? r : encode_egress(m, o);
 	case SUPMSG_OP_COUNT:
 	default:
 		return -EINVAL;
@@ -489,6 +659,65 @@ static ssize_t find_exec(const struct supmon *mon, int64_t exec)
 	return -1;
 }
 
+static ssize_t find_conn(const struct supmon *mon, int64_t conn)
+{
+	for (size_t i = 0; i < mon->nc; i++) {
+		if (mon->c[i].conn == conn) {
+			return (ssize_t)i;
+		}
+	}
+	return -1;
+}
+
+/* The conn rows of the table: NULL when m may go, else the rule it breaks. */
+static const char *conn_check(const struct supmon *mon, enum conn_rule rule, int64_t conn)
+{
+	ssize_t i = rule == CN_NONE ? -1 : find_conn(mon, conn);
+
+	switch (rule) {
+	case CN_NEW:
+		if (i >= 0) {
+			return "an egress conn number that is known already (each conn is asked once)";
+		}
+		return mon->nc >= SUPMON_MAX_CONNS ? "more egress conns asked or dialled than SUPMON_MAX_CONNS" : NULL;
+	case CN_DIAL:
+	case CN_REFUSE:
+		return i < 0 || mon->c[i].dialled ? "an answer for an egress conn that is not waiting for one (never "
+						    "asked, already dialled, or already answered)"
+						  : NULL;
+	case CN_DONE:
+		return i < 0 || !mon->c[i].dialled
+			       ? "an end for an egress conn that was never dialled (or already ended)"
+			       : NULL;
+	case CN_NONE:
+	default:
+		return NULL;
+	}
+}
+
+static void conn_apply(struct supmon *mon, enum conn_rule rule, int64_t conn)
+{
+	ssize_t i = find_conn(mon, conn);
+
+	switch (rule) {
+	case CN_NEW:
+		mon->c[mon->nc].conn = conn;
+		mon->c[mon->nc].dialled = false;
+		mon->nc++;
+		break;
+	case CN_DIAL:
+		mon->c[i].dialled = true;
+		break;
+	case CN_REFUSE:
+	case CN_DONE:
+		mon->c[i] = mon->c[--mon->nc];
+		break;
+	case CN_NONE:
+	default:
+		break;
+	}
+}
+
 int supmon_check(const struct supmon *mon, enum supmsg_dir dir, const struct supmsg *m, const char **ret_why)
 {
 	const struct op_rule *rule;
@@ -526,6 +755,9 @@ int supmon_check(const struct supmon *mon, enum supmsg_dir dir, const struct sup
 		default:
 			break;
 		}
+		if (!why) {
+			why = conn_check(mon, rule->conn, m->conn);
+		}
 	}
 	if (why) {
 		if (ret_why) {
@@ -561,6 +793,7 @@ int supmon_apply(struct supmon *mon, enum supmsg_dir dir, const struct supmsg *m
 	default:
 		break;
 	}
+	conn_apply(mon, rules[m->op].conn, m->conn);
 	if (rules[m->op].next >= 0) {
 		mon->state = (enum supmon_state)rules[m->op].next;
 	}

@@ -37,7 +37,7 @@
  *     egress_dial    to sup.    {op,conn,url,plain}  fds: the connected socket
  *                               url: the door's url decided; plain: a tunnel that is not TLS may pass
  *                               (an allow entry names the port)
- *     egress_refuse  to sup.    {op,conn,status,rule,message}  status 403|502|503|504: the proxy answers the
+ *     egress_refuse  to sup.    {op,conn,status,rule,message}  status 400|403|502|503|504: the proxy answers the
  *                               box with it (message: which rule refused and how a person can allow it)
  *     egress_done    to daemon  {op,conn,bytes_up,bytes_down,duration_ms,error?,rule?}
  *                               a dialled connection ended (rule: the proxy refused it after the dial,

@@ -22,8 +22,8 @@ static void roundtrip(enum supmsg_dir dir, const struct supmsg *m)
 	}
 	s = json_dumps(v, JSON_COMPACT);
 	if (!s || supmsg_decode(dir, (const uint8_t *)s, strlen(s), &m2) != 0 || m2.op != m->op || m2.exec != m->exec ||
-	    m2.has_exit != m->has_exit || m2.exit.kind != m->exit.kind || m2.exit.value != m->exit.value ||
-	    m2.argc != m->argc || m2.envc != m->envc) {
+	    m2.conn != m->conn || m2.has_exit != m->has_exit || m2.exit.kind != m->exit.kind ||
+	    m2.exit.value != m->exit.value || m2.argc != m->argc || m2.envc != m->envc) {
 		abort();
 	}
 	supmsg_release(&m2);
@@ -60,7 +60,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				}
 				supmsg_release(&m);
 			}
-			if (mon.n > SUPMON_MAX_EXECS || (unsigned)mon.state > SUPMON_OVER) {
+			if (mon.n > SUPMON_MAX_EXECS || mon.nc > SUPMON_MAX_CONNS ||
+			    (unsigned)mon.state > SUPMON_OVER) {
 				abort();
 			}
 		}

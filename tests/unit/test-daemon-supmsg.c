@@ -279,12 +279,214 @@ static void test_monitor_cap(void **state)
 	assert_non_null(strstr(why, "SUPMON_MAX_EXECS"));
 }
 
+static struct supmsg egress_open_msg(int64_t conn)
+{
+	return (struct supmsg){
+		.op = SUPMSG_EGRESS_OPEN, .conn = conn, .form_connect = true, .host = "example.com", .port = 443
+	};
+}
+
+static const struct supmsg dial_msg = {
+	.op = SUPMSG_EGRESS_DIAL, .conn = 1, .url = "https://example.com:443", .plain = false
+};
+
+/* Each egress operation round-trips with its members, in its direction only. */
+static void test_egress_roundtrip(void **state)
+{
+	struct supmsg open = egress_open_msg(9), dial = dial_msg, d;
+	struct supmsg refuse = { .op = SUPMSG_EGRESS_REFUSE,
+				 .conn = 9,
+				 .status = 403,
+				 .rule = "not-allowlisted",
+				 .message = "a person can approve it with `tkbox approve a1`" };
+	struct supmsg done = { .op = SUPMSG_EGRESS_DONE,
+			       .conn = 9,
+			       .bytes_up = 517,
+			       .bytes_down = (INT64_C(1) << 53) - 1,
+			       .duration_ms = 12,
+			       .error = "sni",
+			       .rule = "sni-mismatch" };
+	struct supmsg refused = { .op = SUPMSG_EGRESS_REFUSED,
+				  .rule = "connect-port-80",
+				  .message = "CONNECT to port 80 is refused",
+				  .host = "::1",
+				  .port = 80 };
+	char *s;
+	(void)state;
+
+	open.form_connect = false;
+	s = wire(&open);
+	assert_int_equal(decode(SUPMSG_TO_DAEMON, s, &d), 0);
+	assert_int_equal(d.op, SUPMSG_EGRESS_OPEN);
+	assert_int_equal(d.conn, 9);
+	assert_false(d.form_connect);
+	assert_string_equal(d.host, "example.com");
+	assert_int_equal(d.port, 443);
+	supmsg_release(&d);
+	assert_int_equal(decode(SUPMSG_TO_SUPERVISOR, s, &d), -EPROTO);
+	free(s);
+	dial.plain = true;
+	s = wire(&dial);
+	assert_int_equal(decode(SUPMSG_TO_SUPERVISOR, s, &d), 0);
+	assert_string_equal(d.url, "https://example.com:443");
+	assert_true(d.plain);
+	assert_int_equal(supmsg_fds(&d), 1);
+	supmsg_release(&d);
+	free(s);
+	s = wire(&refuse);
+	assert_int_equal(decode(SUPMSG_TO_SUPERVISOR, s, &d), 0);
+	assert_int_equal(d.status, 403);
+	assert_string_equal(d.rule, "not-allowlisted");
+	assert_int_equal(supmsg_fds(&d), 0);
+	supmsg_release(&d);
+	free(s);
+	s = wire(&done);
+	assert_int_equal(decode(SUPMSG_TO_DAEMON, s, &d), 0);
+	assert_int_equal(d.bytes_up, 517);
+	assert_int_equal(d.bytes_down, (INT64_C(1) << 53) - 1);
+	assert_string_equal(d.rule, "sni-mismatch");
+	supmsg_release(&d);
+	free(s);
+	s = wire(&refused);
+	assert_int_equal(decode(SUPMSG_TO_DAEMON, s, &d), 0);
+	assert_string_equal(d.host, "::1");
+	assert_int_equal(d.port, 80);
+	supmsg_release(&d);
+	free(s);
+	refused.host = NULL;
+	refused.port = 0;
+	s = wire(&refused);
+	assert_int_equal(decode(SUPMSG_TO_DAEMON, s, &d), 0);
+	assert_null(d.host);
+	supmsg_release(&d);
+	free(s);
+}
+
+/* Closed key sets and ranges: each member one past its rule. */
+static void test_egress_closed(void **state)
+{
+	static const char *const to_daemon[] = {
+		"{\"op\":\"egress_open\",\"conn\":1,\"form\":\"connect\",\"host\":\"a\",\"port\":1,\"x\":1}",
+		"{\"op\":\"egress_open\",\"conn\":0,\"form\":\"connect\",\"host\":\"a\",\"port\":1}",
+		"{\"op\":\"egress_open\",\"conn\":9007199254740993,\"form\":\"connect\",\"host\":\"a\",\"port\":1}",
+		"{\"op\":\"egress_open\",\"conn\":1,\"form\":\"origin\",\"host\":\"a\",\"port\":1}",
+		"{\"op\":\"egress_open\",\"conn\":1,\"form\":\"connect\",\"host\":\"a b\",\"port\":1}",
+		"{\"op\":\"egress_open\",\"conn\":1,\"form\":\"connect\",\"host\":\"\",\"port\":1}",
+		"{\"op\":\"egress_open\",\"conn\":1,\"form\":\"connect\",\"host\":\"a\",\"port\":0}",
+		"{\"op\":\"egress_open\",\"conn\":1,\"form\":\"connect\",\"host\":\"a\",\"port\":65536}",
+		"{\"op\":\"egress_open\",\"conn\":1,\"form\":\"connect\",\"host\":\"a\"}",
+		"{\"op\":\"egress_done\",\"conn\":1,\"bytes_up\":-1,\"bytes_down\":0,\"duration_ms\":0}",
+		"{\"op\":\"egress_done\",\"conn\":1,\"bytes_up\":9007199254740993,\"bytes_down\":0,\"duration_ms\":0}",
+		"{\"op\":\"egress_done\",\"conn\":1,\"bytes_up\":0,\"bytes_down\":0,\"duration_ms\":0,\"rule\":\"x\"}",
+		"{\"op\":\"egress_done\",\"conn\":1,\"bytes_up\":0,\"bytes_down\":0,\"duration_ms\":0,\"error\":\"\"}",
+		"{\"op\":\"egress_done\",\"conn\":1,\"bytes_up\":0,\"bytes_down\":0,\"duration_ms\":0,\"rule\":\"S\"}",
+		"{\"op\":\"egress_refused\",\"rule\":\"a\",\"message\":\"m\",\"port\":80}",
+		"{\"op\":\"egress_refused\",\"rule\":\"a\",\"message\":\"\"}",
+		"{\"op\":\"egress_refused\",\"rule\":\"a b\",\"message\":\"m\"}",
+	};
+	static const char *const to_sup[] = {
+		"{\"op\":\"egress_dial\",\"conn\":1,\"url\":\"https://a:443\"}",
+		"{\"op\":\"egress_dial\",\"conn\":1,\"url\":\"https://a:443\",\"plain\":1}",
+		"{\"op\":\"egress_dial\",\"conn\":1,\"url\":\"https://a :443\",\"plain\":false}",
+		"{\"op\":\"egress_refuse\",\"conn\":1,\"status\":401,\"rule\":\"r\",\"message\":\"m\"}",
+		"{\"op\":\"egress_refuse\",\"conn\":1,\"status\":200,\"rule\":\"r\",\"message\":\"m\"}",
+		"{\"op\":\"egress_refuse\",\"conn\":1,\"status\":403,\"rule\":\"\",\"message\":\"m\"}",
+		"{\"op\":\"egress_refuse\",\"conn\":1,\"status\":403,\"rule\":\"r\",\"message\":\"m\",\"host\":\"a\"}",
+	};
+	char big[SUPMSG_MAX_URL + 128], rule[SUPMSG_MAX_RULE + 2];
+	struct supmsg d, m = dial_msg;
+	json_t *v = NULL;
+	(void)state;
+
+	for (size_t i = 0; i < ARRAY_SIZE(to_daemon); i++) {
+		assert_int_not_equal(decode(SUPMSG_TO_DAEMON, to_daemon[i], &d), 0);
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(to_sup); i++) {
+		assert_int_not_equal(decode(SUPMSG_TO_SUPERVISOR, to_sup[i], &d), 0);
+	}
+	/* The url: SUPMSG_MAX_URL bytes pass, one more does not. */
+	for (int extra = 0; extra < 2; extra++) {
+		char url[SUPMSG_MAX_URL + 2];
+		memset(url, 'a', sizeof(url));
+		url[SUPMSG_MAX_URL + (size_t)extra] = '\0';
+		(void)snprintf(big, sizeof(big), "{\"op\":\"egress_dial\",\"conn\":1,\"url\":\"%s\",\"plain\":false}",
+			       url);
+		assert_int_equal(decode(SUPMSG_TO_SUPERVISOR, big, &d), extra ? -E2BIG : 0);
+		if (!extra) {
+			supmsg_release(&d);
+		}
+	}
+	/* The rule: SUPMSG_MAX_RULE bytes pass, one more does not; status 400 passes. */
+	for (int extra = 0; extra < 2; extra++) {
+		memset(rule, 'r', sizeof(rule));
+		rule[SUPMSG_MAX_RULE + (size_t)extra] = '\0';
+		(void)snprintf(big, sizeof(big),
+			       "{\"op\":\"egress_refuse\",\"conn\":1,\"status\":400,\"rule\":\"%s\",\"message\":\"m\"}",
+			       rule);
+		assert_int_equal(decode(SUPMSG_TO_SUPERVISOR, big, &d), extra ? -E2BIG : 0);
+		if (!extra) {
+			supmsg_release(&d);
+		}
+	}
+	m.url = "tcp://a b:22";
+	assert_int_equal(supmsg_encode(&m, &v), -EINVAL);
+	assert_null(v);
+}
+
+/* The monitor's conn rows: each refusal names its rule. */
+static void test_egress_monitor(void **state)
+{
+	struct supmon mon;
+	struct supmsg open = egress_open_msg(1), dial = dial_msg, stop = { .op = SUPMSG_STOP };
+	struct supmsg done = { .op = SUPMSG_EGRESS_DONE, .conn = 1 };
+	struct supmsg refuse = { .op = SUPMSG_EGRESS_REFUSE, .conn = 2, .status = 503, .rule = "r", .message = "m" };
+	const char *why = NULL;
+	(void)state;
+
+	supmon_init(&mon);
+	/* Before the box is up the supervisor asks nothing. */
+	assert_int_equal(supmon_apply(&mon, SUPMSG_TO_DAEMON, &open, &why), -EPROTO);
+	assert_int_equal(send(&mon, &boot_msg), 0);
+	assert_int_equal(receive(&mon, READY, &why), 0);
+	/* A dial for an unknown conn; an end before the dial. */
+	assert_int_equal(supmon_apply(&mon, SUPMSG_TO_SUPERVISOR, &dial, &why), -EPROTO);
+	assert_non_null(strstr(why, "not waiting"));
+	assert_int_equal(supmon_apply(&mon, SUPMSG_TO_DAEMON, &open, &why), 0);
+	assert_int_equal(supmon_apply(&mon, SUPMSG_TO_DAEMON, &open, &why), -EPROTO); /* conn 1 again */
+	assert_int_equal(supmon_apply(&mon, SUPMSG_TO_DAEMON, &done, &why), -EPROTO);
+	assert_non_null(strstr(why, "never dialled"));
+	assert_int_equal(supmon_apply(&mon, SUPMSG_TO_SUPERVISOR, &dial, &why), 0);
+	assert_int_equal(supmon_apply(&mon, SUPMSG_TO_SUPERVISOR, &dial, &why), -EPROTO); /* dialled twice */
+	assert_int_equal(supmon_apply(&mon, SUPMSG_TO_DAEMON, &done, &why), 0);
+	assert_int_equal(supmon_apply(&mon, SUPMSG_TO_DAEMON, &done, &why), -EPROTO); /* ended twice */
+	assert_int_equal(mon.nc, 0);
+	/* SUPMON_MAX_CONNS asked, then one more is refused. */
+	for (int64_t i = 2; i < 2 + SUPMON_MAX_CONNS; i++) {
+		open = egress_open_msg(i);
+		assert_int_equal(supmon_apply(&mon, SUPMSG_TO_DAEMON, &open, &why), 0);
+	}
+	open = egress_open_msg(2 + SUPMON_MAX_CONNS);
+	assert_int_equal(supmon_apply(&mon, SUPMSG_TO_DAEMON, &open, &why), -EPROTO);
+	assert_non_null(strstr(why, "SUPMON_MAX_CONNS"));
+	/* Stopping: no new conn and no dial, but an asked conn may still be refused, and ends still come. */
+	assert_int_equal(send(&mon, &stop), 0);
+	assert_int_equal(supmon_apply(&mon, SUPMSG_TO_SUPERVISOR, &refuse, &why), 0);
+	open = egress_open_msg(5000);
+	assert_int_equal(supmon_apply(&mon, SUPMSG_TO_DAEMON, &open, &why), -EPROTO);
+	assert_non_null(strstr(why, "state"));
+	dial.conn = 3;
+	assert_int_equal(supmon_apply(&mon, SUPMSG_TO_SUPERVISOR, &dial, &why), -EPROTO);
+	assert_non_null(strstr(why, "state"));
+	assert_int_equal(receive(&mon, "{\"op\":\"egress_refused\",\"rule\":\"a\",\"message\":\"m\"}", &why), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_roundtrip),    cmocka_unit_test(test_closed),
-		cmocka_unit_test(test_monitor_life), cmocka_unit_test(test_monitor_refuses),
-		cmocka_unit_test(test_monitor_cap),
+		cmocka_unit_test(test_roundtrip),     cmocka_unit_test(test_closed),
+		cmocka_unit_test(test_monitor_life),  cmocka_unit_test(test_monitor_refuses),
+		cmocka_unit_test(test_monitor_cap),   cmocka_unit_test(test_egress_roundtrip),
+		cmocka_unit_test(test_egress_closed), cmocka_unit_test(test_egress_monitor),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

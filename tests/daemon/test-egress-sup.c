@@ -1,0 +1,834 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The supervisor's egress proxy (src/daemon/egress-sup.c) driven from both
+ * ends: the test plays the guest over a socketpair as the tkbox.egress port
+ * (the mux encoder and its own tracker), the daemon over a SOCK_SEQPACKET
+ * pair (supmsg, the monitor, ipc with real fds), and the origin as a TCP
+ * listener on loopback whose accepted sockets show exactly what arrived.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "banned.h"
+#include "daemon/egress-sup.h"
+#include "daemon/ipc.h"
+
+/* A real ClientHello (tests/unit/test-egress-clienthello.c): OpenSSL 3.0 `s_client -servername Example.COM`. */
+static const uint8_t openssl_ch[] = {
+	0x16, 0x03, 0x01, 0x01, 0x38, 0x01, 0x00, 0x01, 0x34, 0x03, 0x03, 0x4e, 0xf1, 0x4e, 0x19, 0x68, 0x28, 0xcb,
+	0x17, 0x77, 0xc8, 0x76, 0xb5, 0x09, 0x72, 0x91, 0x5f, 0x33, 0x08, 0x18, 0xc6, 0xd5, 0xc0, 0x86, 0xac, 0x98,
+	0xf7, 0x49, 0x46, 0xe3, 0x2a, 0x74, 0xdc, 0x20, 0xb8, 0x0d, 0xb2, 0x4b, 0xa2, 0x64, 0x58, 0x9a, 0xb8, 0x37,
+	0x74, 0x50, 0x39, 0x6c, 0x68, 0x1b, 0x7a, 0x83, 0x54, 0x4c, 0xb0, 0x98, 0x24, 0x26, 0xd4, 0x97, 0xb2, 0x39,
+	0xda, 0x79, 0x32, 0x78, 0x00, 0x3e, 0x13, 0x02, 0x13, 0x03, 0x13, 0x01, 0xc0, 0x2c, 0xc0, 0x30, 0x00, 0x9f,
+	0xcc, 0xa9, 0xcc, 0xa8, 0xcc, 0xaa, 0xc0, 0x2b, 0xc0, 0x2f, 0x00, 0x9e, 0xc0, 0x24, 0xc0, 0x28, 0x00, 0x6b,
+	0xc0, 0x23, 0xc0, 0x27, 0x00, 0x67, 0xc0, 0x0a, 0xc0, 0x14, 0x00, 0x39, 0xc0, 0x09, 0xc0, 0x13, 0x00, 0x33,
+	0x00, 0x9d, 0x00, 0x9c, 0x00, 0x3d, 0x00, 0x3c, 0x00, 0x35, 0x00, 0x2f, 0x00, 0xff, 0x01, 0x00, 0x00, 0xad,
+	0x00, 0x00, 0x00, 0x10, 0x00, 0x0e, 0x00, 0x00, 0x0b, 0x45, 0x78, 0x61, 0x6d, 0x70, 0x6c, 0x65, 0x2e, 0x43,
+	0x4f, 0x4d, 0x00, 0x0b, 0x00, 0x04, 0x03, 0x00, 0x01, 0x02, 0x00, 0x0a, 0x00, 0x16, 0x00, 0x14, 0x00, 0x1d,
+	0x00, 0x17, 0x00, 0x1e, 0x00, 0x19, 0x00, 0x18, 0x01, 0x00, 0x01, 0x01, 0x01, 0x02, 0x01, 0x03, 0x01, 0x04,
+	0x00, 0x23, 0x00, 0x00, 0x00, 0x16, 0x00, 0x00, 0x00, 0x17, 0x00, 0x00, 0x00, 0x0d, 0x00, 0x2a, 0x00, 0x28,
+	0x04, 0x03, 0x05, 0x03, 0x06, 0x03, 0x08, 0x07, 0x08, 0x08, 0x08, 0x09, 0x08, 0x0a, 0x08, 0x0b, 0x08, 0x04,
+	0x08, 0x05, 0x08, 0x06, 0x04, 0x01, 0x05, 0x01, 0x06, 0x01, 0x03, 0x03, 0x03, 0x01, 0x03, 0x02, 0x04, 0x02,
+	0x05, 0x02, 0x06, 0x02, 0x00, 0x2b, 0x00, 0x09, 0x08, 0x03, 0x04, 0x03, 0x03, 0x03, 0x02, 0x03, 0x01, 0x00,
+	0x2d, 0x00, 0x02, 0x01, 0x01, 0x00, 0x33, 0x00, 0x26, 0x00, 0x24, 0x00, 0x1d, 0x00, 0x20, 0x03, 0xd3, 0x3c,
+	0x86, 0xd0, 0xbe, 0x05, 0x1b, 0x3d, 0xf6, 0x48, 0xd5, 0xcc, 0x44, 0x0f, 0xc0, 0xd7, 0xe3, 0x83, 0xed, 0x08,
+	0x10, 0x4d, 0xd0, 0xda, 0xa4, 0x9f, 0xe8, 0x62, 0xac, 0x71, 0x72
+};
+
+#define TURNS 400 /* poll rounds (5 ms each at most) before a wait is a failure */
+
+static struct {
+	struct egress_sup *e;
+	int port[2]; /* [0] the proxy's end, [1] the guest's */
+	int ctl[2]; /* [0] the supervisor's end, [1] the daemon's */
+	struct supmon mon_sup, mon_d;
+	struct egress_mux gm; /* the guest's tracker */
+	struct frame_decoder gdec;
+	struct buf graw, gpay;
+	int lfd;
+	struct sockaddr_in laddr;
+	int rc; /* the last egress_sup_handle result */
+} T;
+
+static int t_send(void *ctx, const struct supmsg *m)
+{
+	const char *why = NULL;
+	(void)ctx;
+	return ipc_send_msg(T.ctl[0], &T.mon_sup, SUPMSG_TO_DAEMON, m, NULL, &why);
+}
+
+static int setup(void **state)
+{
+	struct egress_sup_host h = { .send = t_send };
+	socklen_t sl = sizeof(T.laddr);
+	(void)state;
+
+	memset(&T, 0, sizeof(T));
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, T.port), 0);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, T.ctl), 0);
+	supmon_init(&T.mon_sup);
+	supmon_init(&T.mon_d);
+	T.mon_sup.state = T.mon_d.state = SUPMON_UP;
+	egress_mux_init(&T.gm, EGRESS_FROM_GUEST);
+	assert_int_equal(frame_decoder_init(&T.gdec, EGRESS_MAX_FRAME), 0);
+	assert_int_equal(buf_init(&T.graw, (size_t)16 << 20, 0), 0);
+	assert_int_equal(buf_init(&T.gpay, EGRESS_MAX_FRAME, 0), 0);
+	T.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	T.laddr = (struct sockaddr_in){ .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	assert_int_equal(bind(T.lfd, (struct sockaddr *)&T.laddr, sizeof(T.laddr)), 0);
+	assert_int_equal(listen(T.lfd, 16), 0);
+	assert_int_equal(getsockname(T.lfd, (struct sockaddr *)&T.laddr, &sl), 0);
+	assert_int_equal(egress_sup_new(T.port[0], &h, &T.e), 0);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	egress_sup_free(T.e);
+	for (int i = 0; i < 2; i++) {
+		(void)close(T.port[i]);
+		(void)close(T.ctl[i]);
+	}
+	(void)close(T.lfd);
+	frame_decoder_release(&T.gdec);
+	buf_release(&T.graw);
+	buf_release(&T.gpay);
+	return 0;
+}
+
+/* One turn of the supervisor's loop for the proxy. */
+static int turn(void)
+{
+	struct pollfd p[EGRESS_SUP_POLL_MAX];
+	size_t n = egress_sup_fill(T.e, p, ARRAY_SIZE(p));
+
+	(void)poll(p, n, egress_sup_pending(T.e) ? 0 : 5);
+	T.rc = egress_sup_handle(T.e, p, n);
+	return T.rc;
+}
+
+/* ---- the guest ---- */
+
+static void g_write(const struct buf *b)
+{
+	size_t off = 0;
+
+	while (off < buf_len(b)) {
+		ssize_t n = send(T.port[1], buf_ptr(b) + off, buf_len(b) - off, MSG_DONTWAIT);
+		if (n < 0) {
+			assert_true(errno == EAGAIN);
+			(void)turn();
+			continue;
+		}
+		off += (size_t)n;
+	}
+}
+
+/* Send one frame through the guest's tracker (it must allow it). */
+static void g_frame(const struct egress_frame *f)
+{
+	struct buf b;
+	const char *why = NULL;
+
+	assert_int_equal(buf_init(&b, EGRESS_MAX_FRAME + 16, 0), 0);
+	assert_int_equal(egress_mux_apply(&T.gm, EGRESS_FROM_GUEST, f, &why), 0);
+	assert_int_equal(egress_encode(f, &b), 0);
+	g_write(&b);
+	buf_release(&b);
+}
+
+static void g_open(uint32_t id)
+{
+	struct egress_frame f = { .type = EGRESS_OPEN, .id = id };
+	g_frame(&f);
+}
+
+static void g_data(uint32_t id, const void *p, size_t n)
+{
+	for (size_t off = 0; off < n;) {
+		struct egress_frame f = { .type = EGRESS_DATA, .id = id, .data = (const uint8_t *)p + off };
+		f.len = MIN(n - off, EGRESS_MAX_DATA);
+		g_frame(&f);
+		off += f.len;
+	}
+}
+
+static void g_str(uint32_t id, const char *s)
+{
+	g_data(id, s, strlen(s));
+}
+
+static void g_simple(uint8_t type, uint32_t id, uint8_t reason)
+{
+	struct egress_frame f = { .type = type, .id = id, .reason = reason };
+	g_frame(&f);
+}
+
+/* The next frame but WINDOW the proxy sends the guest (through the guest's tracker); its data in T.gpay. */
+static void g_next(struct egress_frame *ret)
+{
+	const char *why = NULL;
+
+	for (int i = 0; i < TURNS; i++) {
+		uint8_t type, rb[65536];
+		ssize_t n;
+		while (buf_len(&T.graw) > 0) {
+			size_t used = 0;
+			int r = frame_decoder_feed(&T.gdec, buf_ptr(&T.graw), buf_len(&T.graw), &used);
+			assert_true(r >= 0);
+			assert_int_equal(buf_consume(&T.graw, used), 0);
+			if (r == 1) {
+				buf_reset(&T.gpay);
+				assert_int_equal(frame_decoder_take(&T.gdec, &type, &T.gpay), 0);
+				assert_int_equal(egress_mux_receive(&T.gm, EGRESS_FROM_HOST, type, buf_ptr(&T.gpay),
+								    buf_len(&T.gpay), ret, &why),
+						 0);
+				if (ret->type == EGRESS_WINDOW) {
+					continue; /* credit: the guest's tracker holds it */
+				}
+				return;
+			}
+		}
+		(void)turn();
+		n = recv(T.port[1], rb, sizeof(rb), MSG_DONTWAIT);
+		if (n > 0) {
+			assert_int_equal(buf_put(&T.graw, rb, (size_t)n), 0);
+		}
+	}
+	fail_msg("the proxy sent the guest no frame");
+}
+
+static void g_expect(uint8_t type, uint32_t id, struct egress_frame *ret)
+{
+	struct egress_frame f;
+
+	g_next(&f);
+	assert_int_equal(f.type, type);
+	assert_int_equal(f.id, id);
+	if (ret) {
+		*ret = f;
+	}
+}
+
+/* Read DATA on id until a frame of another type comes; the bytes into out (NUL-terminated). */
+static uint8_t g_collect(uint32_t id, char *out, size_t max, size_t *ret_n, struct egress_frame *ret_last)
+{
+	struct egress_frame f;
+	size_t n = 0;
+
+	for (;;) {
+		g_next(&f);
+		assert_int_equal(f.id, id);
+		if (f.type != EGRESS_DATA) {
+			break;
+		}
+		assert_true(n + f.len < max);
+		memcpy(out + n, f.data, f.len);
+		n += f.len;
+	}
+	out[n] = '\0';
+	if (ret_n) {
+		*ret_n = n;
+	}
+	if (ret_last) {
+		*ret_last = f;
+	}
+	return f.type;
+}
+
+/* ---- the daemon ---- */
+
+static void d_recv(struct supmsg *ret, enum supmsg_op op)
+{
+	struct buf b;
+	int fds[IPC_MAX_FDS];
+	size_t nfds = 0;
+	const char *why = NULL;
+
+	assert_int_equal(buf_init(&b, SUPMSG_MAX + 1, 0), 0);
+	for (int i = 0; i < TURNS; i++) {
+		struct pollfd p = { .fd = T.ctl[1], .events = POLLIN };
+		if (poll(&p, 1, 0) == 1) {
+			assert_int_equal(ipc_recv(T.ctl[1], &b, fds, IPC_MAX_FDS, &nfds), 0);
+			assert_int_equal(nfds, 0);
+			assert_int_equal(supmon_receive(&T.mon_d, buf_ptr(&b), buf_len(&b), ret, &why), 0);
+			assert_int_equal(ret->op, op);
+			buf_release(&b);
+			return;
+		}
+		(void)turn();
+	}
+	fail_msg("the proxy told the daemon nothing");
+}
+
+/* Nothing from the proxy for the daemon (after some turns). */
+static void d_quiet(void)
+{
+	struct pollfd p = { .fd = T.ctl[1], .events = POLLIN };
+
+	for (int i = 0; i < 10; i++) {
+		(void)turn();
+	}
+	assert_int_equal(poll(&p, 1, 0), 0);
+}
+
+/* The daemon answers: the message goes through both monitors and ipc, as in supervisor.c's ctl_message. */
+static void d_answer(const struct supmsg *m, int fd)
+{
+	struct buf b;
+	struct supmsg got;
+	int fds[IPC_MAX_FDS] = { fd, -1 };
+	size_t nfds = 0;
+	const char *why = NULL;
+
+	assert_int_equal(ipc_send_msg(T.ctl[1], &T.mon_d, SUPMSG_TO_SUPERVISOR, m, fds, &why), 0);
+	if (fd >= 0) {
+		(void)close(fd);
+	}
+	assert_int_equal(buf_init(&b, SUPMSG_MAX + 1, 0), 0);
+	assert_int_equal(ipc_recv(T.ctl[0], &b, fds, IPC_MAX_FDS, &nfds), 0);
+	assert_int_equal(supmsg_decode(SUPMSG_TO_SUPERVISOR, buf_ptr(&b), buf_len(&b), &got), 0);
+	assert_int_equal(supmon_apply(&T.mon_sup, SUPMSG_TO_SUPERVISOR, &got, &why), 0);
+	assert_int_equal(nfds, supmsg_fds(&got));
+	assert_int_equal(egress_sup_message(T.e, &got, &fds[0]), 0);
+	if (nfds > 0) {
+		assert_int_equal(fds[0], -1); /* the proxy took the socket */
+	}
+	supmsg_release(&got);
+	buf_release(&b);
+}
+
+/* Dial the origin as the daemon would: a connected TCP socket; *ret_origin is the listener's side. */
+static int d_dial(int *ret_origin)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	assert_true(fd >= 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&T.laddr, sizeof(T.laddr)), 0);
+	*ret_origin = accept4(T.lfd, NULL, NULL, SOCK_CLOEXEC);
+	assert_true(*ret_origin >= 0);
+	return fd;
+}
+
+static void d_send_dial(int64_t conn, const char *url, bool plain, int *ret_origin)
+{
+	struct supmsg m = { .op = SUPMSG_EGRESS_DIAL, .conn = conn, .url = (char *)url, .plain = plain };
+
+	d_answer(&m, d_dial(ret_origin));
+}
+
+/* ---- the origin ---- */
+
+/* Read from the origin's socket until n bytes or EOF; returns what came. */
+static size_t o_read(int fd, uint8_t *out, size_t n, bool *ret_eof)
+{
+	size_t got = 0;
+
+	*ret_eof = false;
+	for (int i = 0; i < TURNS && got < n; i++) {
+		ssize_t k = recv(fd, out + got, n - got, MSG_DONTWAIT);
+		if (k == 0) {
+			*ret_eof = true;
+			break;
+		}
+		if (k > 0) {
+			got += (size_t)k;
+			continue;
+		}
+		assert_true(errno == EAGAIN);
+		(void)turn();
+	}
+	return got;
+}
+
+/* Nothing reached the origin (after some turns of the proxy). */
+static void o_nothing(int fd)
+{
+	uint8_t b[1];
+
+	for (int i = 0; i < 10; i++) {
+		(void)turn();
+	}
+	assert_int_equal(recv(fd, b, 1, MSG_DONTWAIT), -1);
+	assert_int_equal(errno, EAGAIN);
+}
+
+static void o_write(int fd, const void *p, size_t n)
+{
+	assert_int_equal(send(fd, p, n, MSG_NOSIGNAL), (ssize_t)n);
+}
+
+/* ---- the common openings ---- */
+
+/* OPEN id, send the head, and get the daemon's egress_open. */
+static int64_t ask(uint32_t id, const char *head, bool connect, const char *host, int64_t port)
+{
+	struct supmsg m;
+	int64_t conn;
+
+	g_open(id);
+	g_expect(EGRESS_OPEN_OK, id, NULL);
+	g_str(id, head);
+	d_recv(&m, SUPMSG_EGRESS_OPEN);
+	assert_int_equal(m.form_connect, connect);
+	assert_string_equal(m.host, host);
+	assert_int_equal(m.port, port);
+	conn = m.conn;
+	supmsg_release(&m);
+	return conn;
+}
+
+#define CONNECT_EXAMPLE "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n"
+#define ESTABLISHED "HTTP/1.1 200 Connection established\r\n\r\n"
+
+/* A CONNECT dialled: the guest has read the 200. */
+static int64_t tunnel(uint32_t id, const char *head, const char *host, int64_t port, bool plain, int *ret_origin)
+{
+	char text[256];
+	struct egress_frame f;
+	int64_t conn = ask(id, head, true, host, port);
+
+	d_send_dial(conn, "https://example.com:443", plain, ret_origin);
+	g_expect(EGRESS_DATA, id, &f);
+	assert_int_equal(f.len, strlen(ESTABLISHED));
+	memcpy(text, f.data, f.len);
+	text[f.len] = '\0';
+	assert_string_equal(text, ESTABLISHED);
+	return conn;
+}
+
+static void expect_done(int64_t conn, int64_t up, int64_t down, const char *rule, const char *error_part)
+{
+	struct supmsg m;
+
+	d_recv(&m, SUPMSG_EGRESS_DONE);
+	assert_int_equal(m.conn, conn);
+	if (up >= 0) {
+		assert_int_equal(m.bytes_up, up);
+	}
+	if (down >= 0) {
+		assert_int_equal(m.bytes_down, down);
+	}
+	if (rule) {
+		assert_non_null(m.rule);
+		assert_string_equal(m.rule, rule);
+	} else {
+		assert_null(m.rule);
+	}
+	if (error_part) {
+		assert_non_null(m.error);
+		assert_non_null(strstr(m.error, error_part));
+	} else {
+		assert_null(m.error);
+	}
+	supmsg_release(&m);
+}
+
+/* Read exactly n bytes of DATA on id. */
+static void g_read(uint32_t id, void *out, size_t n)
+{
+	struct egress_frame f;
+	size_t got = 0;
+
+	while (got < n) {
+		g_expect(EGRESS_DATA, id, &f);
+		assert_true(got + f.len <= n);
+		memcpy((uint8_t *)out + got, f.data, f.len);
+		got += f.len;
+	}
+}
+
+/* ---- the cases ---- */
+
+/* CONNECT allowed, a real ClientHello forwarded only once whole, then bytes both ways, FIN and the end. */
+static void test_connect_relay(void **state)
+{
+	static const char server[] = "SSSSSSSSSSSSSSSSSSSSSSSSSSSSSSSSSSSSSSSSSSSSSSSSSSSSSSSSSSSS: not an HRR";
+	uint8_t got[sizeof(openssl_ch) + 64];
+	size_t half = sizeof(openssl_ch) / 2;
+	bool eof;
+	int origin;
+	int64_t conn = tunnel(1, CONNECT_EXAMPLE, "example.com", 443, false, &origin);
+	(void)state;
+
+	g_data(1, openssl_ch, half);
+	o_nothing(origin);
+	g_data(1, openssl_ch + half, sizeof(openssl_ch) - half);
+	assert_int_equal(o_read(origin, got, sizeof(openssl_ch), &eof), sizeof(openssl_ch));
+	assert_memory_equal(got, openssl_ch, sizeof(openssl_ch));
+	/* The server's first bytes (no HelloRetryRequest) reach the box, then the box's next bytes go. */
+	o_write(origin, server, strlen(server));
+	g_read(1, got, strlen(server));
+	assert_memory_equal(got, server, strlen(server));
+	g_str(1, "client finished");
+	assert_int_equal(o_read(origin, got, 15, &eof), 15);
+	assert_memory_equal(got, "client finished", 15);
+	/* FIN each way, then CLOSE 0 and egress_done with the origin's bytes each way. */
+	g_simple(EGRESS_FIN, 1, 0);
+	assert_int_equal(o_read(origin, got, 1, &eof), 0);
+	assert_true(eof);
+	(void)close(origin);
+	g_expect(EGRESS_FIN, 1, NULL);
+	g_expect(EGRESS_CLOSE, 1, NULL);
+	expect_done(conn, (int64_t)sizeof(openssl_ch) + 15, (int64_t)strlen(server), NULL, NULL);
+	g_simple(EGRESS_CLOSE, 1, EGRESS_CLOSE_DONE);
+	d_quiet();
+	assert_int_equal(T.rc, 0);
+}
+
+/* The ClientHello names another host than the CONNECT: refused, nothing reaches the origin. */
+static void test_sni_mismatch(void **state)
+{
+	struct egress_frame f;
+	uint8_t b[16];
+	bool eof;
+	int origin;
+	int64_t conn = tunnel(3, "CONNECT other.example:443 HTTP/1.1\r\nHost: other.example:443\r\n\r\n",
+			      "other.example", 443, false, &origin);
+	(void)state;
+
+	g_data(3, openssl_ch, sizeof(openssl_ch));
+	g_expect(EGRESS_CLOSE, 3, &f);
+	assert_int_equal(f.reason, EGRESS_CLOSE_REFUSED);
+	expect_done(conn, 0, 0, "sni-mismatch", "server name");
+	assert_int_equal(o_read(origin, b, sizeof(b), &eof), 0);
+	assert_true(eof);
+	(void)close(origin);
+}
+
+/* A ClientHello split into 1-byte DATA frames: nothing goes before its last byte, then all of it. */
+static void test_split_hello(void **state)
+{
+	uint8_t got[sizeof(openssl_ch)];
+	bool eof;
+	int origin;
+	(void)tunnel(5, CONNECT_EXAMPLE, "example.com", 443, false, &origin);
+	(void)state;
+
+	for (size_t i = 0; i + 1 < sizeof(openssl_ch); i++) {
+		g_data(5, openssl_ch + i, 1);
+	}
+	o_nothing(origin);
+	g_data(5, openssl_ch + sizeof(openssl_ch) - 1, 1);
+	assert_int_equal(o_read(origin, got, sizeof(got), &eof), sizeof(got));
+	assert_memory_equal(got, openssl_ch, sizeof(got));
+	(void)close(origin);
+}
+
+/* A HelloRetryRequest's first bytes: a ServerHello whose random is RFC 8446's HRR value. */
+static const uint8_t hrr[] = { 0x16, 0x03, 0x03, 0x00, 0x2d, 0x02, 0x00, 0x00, 0x29, 0x03, 0x03, 0xcf, 0x21,
+			       0xad, 0x74, 0xe5, 0x9a, 0x61, 0x11, 0xbe, 0x1d, 0x8c, 0x02, 0x1e, 0x65, 0xb8,
+			       0x91, 0xc2, 0xa2, 0x11, 0x16, 0x7a, 0xbb, 0x8c, 0x5e, 0x07, 0x9e, 0x09, 0xe2,
+			       0xc8, 0xa8, 0x33, 0x9c, 0x00, 0x13, 0x01, 0x00, 0x00, 0x01, 0x00 };
+static const uint8_t ccs[] = { 0x14, 0x03, 0x03, 0x00, 0x01, 0x01 };
+
+/* CONNECT, the first ClientHello through, the server's HRR back to the box. */
+static int64_t hrr_open(uint32_t id, int *ret_origin)
+{
+	uint8_t got[sizeof(openssl_ch)];
+	bool eof;
+	int64_t conn = tunnel(id, CONNECT_EXAMPLE, "example.com", 443, false, ret_origin);
+
+	g_data(id, openssl_ch, sizeof(openssl_ch));
+	assert_int_equal(o_read(*ret_origin, got, sizeof(got), &eof), sizeof(got));
+	o_write(*ret_origin, hrr, sizeof(hrr));
+	g_read(id, got, sizeof(hrr));
+	assert_memory_equal(got, hrr, sizeof(hrr));
+	return conn;
+}
+
+/* After a HelloRetryRequest the second ClientHello is read whole and checked: a changed SNI is refused. */
+static void test_hrr(void **state)
+{
+	uint8_t ch2[sizeof(openssl_ch)], got[sizeof(ccs) + sizeof(openssl_ch)];
+	uint8_t *name = memmem(openssl_ch, sizeof(openssl_ch), "Example.COM", 11);
+	struct egress_frame f;
+	bool eof;
+	int origin;
+	int64_t conn = hrr_open(31, &origin);
+	(void)state;
+
+	assert_non_null(name);
+	memcpy(ch2, openssl_ch, sizeof(ch2));
+	memcpy(ch2 + (name - openssl_ch), "example.ORG", 11);
+	g_data(31, ccs, sizeof(ccs));
+	g_data(31, ch2, sizeof(ch2));
+	g_expect(EGRESS_CLOSE, 31, &f);
+	assert_int_equal(f.reason, EGRESS_CLOSE_REFUSED);
+	expect_done(conn, (int64_t)sizeof(openssl_ch), (int64_t)sizeof(hrr), "hrr-sni-changed", "HelloRetryRequest");
+	assert_int_equal(o_read(origin, got, sizeof(got), &eof), 0); /* not even the ChangeCipherSpec */
+	assert_true(eof);
+	(void)close(origin);
+
+	/* The same name again: the ChangeCipherSpec and the second ClientHello go, in one piece. */
+	(void)hrr_open(32, &origin);
+	g_data(32, ccs, sizeof(ccs));
+	o_nothing(origin);
+	g_data(32, openssl_ch, sizeof(openssl_ch));
+	assert_int_equal(o_read(origin, got, sizeof(got), &eof), sizeof(got));
+	assert_memory_equal(got, ccs, sizeof(ccs));
+	assert_memory_equal(got + sizeof(ccs), openssl_ch, sizeof(openssl_ch));
+	(void)close(origin);
+}
+
+/* Not TLS: refused without plain (no allow entry names the port), relayed with it. */
+static void test_not_tls(void **state)
+{
+	static const char ssh[] = "SSH-2.0-OpenSSH_9.2\r\n";
+	struct egress_frame f;
+	uint8_t got[64];
+	bool eof;
+	int origin;
+	int64_t conn = tunnel(7, "CONNECT example.com:22 HTTP/1.1\r\nHost: example.com:22\r\n\r\n", "example.com", 22,
+			      false, &origin);
+	(void)state;
+
+	g_str(7, ssh);
+	g_expect(EGRESS_CLOSE, 7, &f);
+	assert_int_equal(f.reason, EGRESS_CLOSE_REFUSED);
+	expect_done(conn, 0, 0, "not-tls", "--allow example.com:22");
+	assert_int_equal(o_read(origin, got, sizeof(got), &eof), 0);
+	assert_true(eof);
+	(void)close(origin);
+	g_simple(EGRESS_CLOSE, 7, EGRESS_CLOSE_DONE);
+
+	conn = tunnel(8, "CONNECT example.com:22 HTTP/1.1\r\nHost: example.com:22\r\n\r\n", "example.com", 22, true,
+		      &origin);
+	g_str(8, ssh);
+	assert_int_equal(o_read(origin, got, strlen(ssh), &eof), strlen(ssh));
+	assert_memory_equal(got, ssh, strlen(ssh));
+	o_write(origin, ssh, strlen(ssh));
+	g_read(8, got, strlen(ssh));
+	assert_memory_equal(got, ssh, strlen(ssh));
+	(void)close(origin);
+	(void)conn;
+}
+
+/* Absolute form goes in origin form: the proxy's headers dropped, Connection: close; the answer comes back. */
+static void test_absolute_rewrite(void **state)
+{
+	static const char want[] = "POST /x/y?z=1 HTTP/1.1\r\nHost: example.com\r\nAccept: */*\r\n"
+				   "Content-Length: 4\r\nConnection: close\r\n\r\nbody";
+	static const char answer[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok";
+	char got[512];
+	bool eof;
+	int origin;
+	int64_t conn = ask(9,
+			   "POST http://Example.com/x/y?z=1 HTTP/1.1\r\nHost: example.com\r\nProxy-Connection: "
+			   "keep-alive\r\nAccept: */*\r\nProxy-Authorization: Basic eDp5\r\nConnection: keep-alive\r\n"
+			   "Content-Length: 4\r\n\r\nbody",
+			   false, "example.com", 80);
+	(void)state;
+
+	d_send_dial(conn, "http://example.com:80", false, &origin);
+	assert_int_equal(o_read(origin, (uint8_t *)got, strlen(want), &eof), strlen(want));
+	got[strlen(want)] = '\0';
+	assert_string_equal(got, want);
+	o_nothing(origin); /* exactly that, nothing more */
+	o_write(origin, answer, strlen(answer));
+	(void)close(origin);
+	g_read(9, got, strlen(answer));
+	assert_memory_equal(got, answer, strlen(answer));
+	g_expect(EGRESS_FIN, 9, NULL);
+	g_simple(EGRESS_CLOSE, 9, EGRESS_CLOSE_DONE);
+	expect_done(conn, (int64_t)strlen(want), (int64_t)strlen(answer), NULL, NULL);
+}
+
+/* The proxy refuses a bad head itself: the response, CLOSE 2, egress_refused to the daemon, no egress_open. */
+static void refused_by_proxy(uint32_t id, const char *head, const char *status_line, const char *rule)
+{
+	char text[4096];
+	struct egress_frame f;
+	struct supmsg m;
+
+	g_open(id);
+	g_expect(EGRESS_OPEN_OK, id, NULL);
+	g_str(id, head);
+	assert_int_equal(g_collect(id, text, sizeof(text), NULL, &f), EGRESS_CLOSE);
+	assert_int_equal(f.reason, EGRESS_CLOSE_REFUSED);
+	assert_true(strncmp(text, status_line, strlen(status_line)) == 0);
+	assert_non_null(strstr(text, "Tkbox-Rule: "));
+	assert_non_null(strstr(text, rule));
+	assert_non_null(strstr(text, "\r\n\r\ntkbox egress: "));
+	d_recv(&m, SUPMSG_EGRESS_REFUSED);
+	assert_string_equal(m.rule, rule);
+	supmsg_release(&m);
+	g_simple(EGRESS_CLOSE, id, EGRESS_CLOSE_DONE);
+}
+
+static void test_proxy_refusals(void **state)
+{
+	(void)state;
+	refused_by_proxy(11,
+			 "POST http://example.com/ HTTP/1.1\r\nHost: example.com\r\nContent-Length: 4\r\n"
+			 "Transfer-Encoding: chunked\r\n\r\n",
+			 "HTTP/1.1 400 Bad Request\r\n", "malformed-request");
+	refused_by_proxy(12, "CONNECT example.com:80 HTTP/1.1\r\nHost: example.com:80\r\n\r\n",
+			 "HTTP/1.1 403 Forbidden\r\n", "connect-port-80");
+	refused_by_proxy(13, "GET http://example.com/ HTTP/1.1\r\nHost: other.example\r\n\r\n",
+			 "HTTP/1.1 403 Forbidden\r\n", "host-mismatch");
+	d_quiet(); /* no egress_open for any of them */
+}
+
+/* The daemon's egress_refuse: a 403 with Tkbox-Rule and Tkbox-Approval, the message as the body, CLOSE 2. */
+static void test_daemon_refuse(void **state)
+{
+	static const char msg[] = "tkbox egress: example.com:443 refused: not on the box's allowlist. A person on the "
+				  "host can approve it with `tkbox approve k3x9` (see `tkbox approvals`)";
+	struct supmsg m = {
+		.op = SUPMSG_EGRESS_REFUSE, .status = 403, .rule = "not-allowlisted", .message = (char *)msg
+	};
+	char text[4096], want[1024];
+	struct egress_frame f;
+	(void)state;
+
+	m.conn = ask(15, CONNECT_EXAMPLE, true, "example.com", 443);
+	d_answer(&m, -1);
+	assert_int_equal(g_collect(15, text, sizeof(text), NULL, &f), EGRESS_CLOSE);
+	assert_int_equal(f.reason, EGRESS_CLOSE_REFUSED);
+	(void)snprintf(want, sizeof(want),
+		       "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n"
+		       "Tkbox-Rule: not-allowlisted\r\nTkbox-Approval: k3x9\r\nContent-Length: %zu\r\n\r\n%s\n",
+		       strlen(msg) + 1, msg);
+	assert_string_equal(text, want);
+}
+
+/* A guest that sends past its credit (here: before the daemon answered, nothing was granted) breaks the mux. */
+static void test_credit_violation(void **state)
+{
+	static uint8_t big[EGRESS_MAX_DATA];
+	struct buf b;
+	size_t left = EGRESS_INITIAL_WINDOW - strlen(CONNECT_EXAMPLE);
+	int r = 0;
+	(void)state;
+
+	(void)ask(17, CONNECT_EXAMPLE, true, "example.com", 443);
+	memset(big, 0x16, sizeof(big));
+	while (left > 0) {
+		size_t n = MIN(left, sizeof(big));
+		g_data(17, big, n); /* within the credit: the guest's tracker allows it */
+		left -= n;
+	}
+	/* One byte more, past the guest's own tracker (a broken or hostile guest). */
+	assert_int_equal(buf_init(&b, 64, 0), 0);
+	assert_int_equal(egress_encode_data(&b, 17, "x", 1), 0);
+	g_write(&b);
+	buf_release(&b);
+	for (int i = 0; i < TURNS && r == 0; i++) {
+		r = turn();
+	}
+	assert_int_equal(r, -EPROTO);
+	assert_non_null(egress_sup_violation(T.e));
+	assert_non_null(strstr(egress_sup_violation(T.e), "credit"));
+}
+
+/* A stop cuts open tunnels (CLOSE 3, egress_done), refuses new OPENs, and answers a refuse still due. */
+static void test_stop(void **state)
+{
+	struct supmsg m = { .op = SUPMSG_EGRESS_REFUSE, .status = 503, .rule = "box-stopping", .message = "stopping" };
+	struct egress_frame f;
+	uint8_t got[sizeof(openssl_ch)];
+	bool eof;
+	int origin;
+	int64_t conn = tunnel(21, CONNECT_EXAMPLE, "example.com", 443, false, &origin), asked;
+	(void)state;
+
+	g_data(21, openssl_ch, sizeof(openssl_ch));
+	assert_int_equal(o_read(origin, got, sizeof(got), &eof), sizeof(got));
+	asked = ask(22, CONNECT_EXAMPLE, true, "example.com", 443);
+	egress_sup_stop(T.e);
+	T.mon_sup.state = T.mon_d.state = SUPMON_STOPPING; /* the daemon sent stop */
+	g_expect(EGRESS_CLOSE, 21, &f);
+	assert_int_equal(f.reason, EGRESS_CLOSE_STOPPING);
+	g_expect(EGRESS_CLOSE, 22, &f);
+	assert_int_equal(f.reason, EGRESS_CLOSE_STOPPING);
+	expect_done(conn, (int64_t)sizeof(openssl_ch), 0, NULL, "the box is stopping");
+	assert_int_equal(o_read(origin, got, sizeof(got), &eof), 0);
+	assert_true(eof);
+	(void)close(origin);
+	g_open(23);
+	egress_sup_drain(T.e);
+	g_expect(EGRESS_OPEN_REFUSED, 23, &f);
+	assert_memory_equal(f.data, EGRESS_SUP_STOPPING, strlen(EGRESS_SUP_STOPPING));
+	m.conn = asked;
+	d_answer(&m, -1);
+	d_quiet();
+}
+
+/* The guest closes a stream before the daemon answered: the dial that follows is closed and reported at once. */
+static void test_closed_before_dial(void **state)
+{
+	int origin;
+	bool eof;
+	uint8_t b[4];
+	int64_t conn = ask(25, CONNECT_EXAMPLE, true, "example.com", 443);
+	(void)state;
+
+	g_simple(EGRESS_CLOSE, 25, EGRESS_CLOSE_RESET);
+	g_expect(EGRESS_CLOSE, 25, NULL);
+	d_send_dial(conn, "https://example.com:443", false, &origin);
+	expect_done(conn, 0, 0, NULL, "before it was dialled");
+	assert_int_equal(o_read(origin, b, sizeof(b), &eof), 0);
+	assert_true(eof);
+	(void)close(origin);
+}
+
+/*
+ * 256 conns the daemon still decides on whose streams the box closed: the next OPEN is refused by the proxy
+ * (conn-cap, told to the daemon) instead of a 257th egress_open the daemon's monitor would refuse.
+ */
+static void test_conn_cap(void **state)
+{
+	struct supmsg m;
+	struct egress_frame f;
+	(void)state;
+
+	for (uint32_t id = 1; id <= EGRESS_SUP_SLOTS; id++) {
+		(void)ask(id, CONNECT_EXAMPLE, true, "example.com", 443);
+		g_simple(EGRESS_CLOSE, id, EGRESS_CLOSE_RESET);
+		g_expect(EGRESS_CLOSE, id, NULL);
+	}
+	assert_int_equal(T.mon_d.nc, SUPMON_MAX_CONNS);
+	g_open(1000);
+	g_expect(EGRESS_OPEN_REFUSED, 1000, &f);
+	assert_non_null(memmem(f.data, f.len, "256 connections", 15));
+	d_recv(&m, SUPMSG_EGRESS_REFUSED);
+	assert_string_equal(m.rule, "conn-cap");
+	supmsg_release(&m);
+	/* The daemon answers one: its slot is free again. */
+	m = (struct supmsg){ .op = SUPMSG_EGRESS_REFUSE, .conn = 1, .status = 403, .rule = "r", .message = "m" };
+	d_answer(&m, -1);
+	(void)ask(1001, CONNECT_EXAMPLE, true, "example.com", 443);
+	assert_int_equal(T.rc, 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_connect_relay, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sni_mismatch, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_split_hello, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_hrr, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_not_tls, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_absolute_rewrite, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_proxy_refusals, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_daemon_refuse, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_credit_violation, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_stop, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_closed_before_dial, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_conn_cap, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
