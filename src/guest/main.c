@@ -26,6 +26,7 @@
 #include "frame.h"
 #include "io.h"
 #include "guest/agent.h"
+#include "guest/egress.h"
 #include "json.h"
 #include "log.h"
 #include "vmm/agent-proto.h"
@@ -468,6 +469,41 @@ static bool cmdline_has(const char *word)
 	return false;
 }
 
+/*
+ * The network door's box end, once the root is set up and lo is up: apt's
+ * proxy setting, then the forwarder in its own process (PID 1 only forks).
+ */
+static void start_egress(void)
+{
+	char dev[PATH_MAX_BUF], msg[200];
+	int fd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int r = fd < 0 ? -errno : guest_egress_write_apt_proxy(fd);
+
+	if (fd >= 0) {
+		(void)close(fd);
+	}
+	if (r < 0) {
+		(void)snprintf(msg, sizeof(msg),
+			       "apt's proxy setting not written (/etc/apt/apt.conf.d/99tkbox-proxy): %s",
+			       tk_strerror(r));
+		kmsg_line(msg);
+	}
+	if (find_port(GUEST_EGRESS_PORT_NAME, dev, sizeof(dev)) < 0) {
+		kmsg_line("no tkbox.egress port (an older host): the box has no proxy on 127.0.0.1:3128");
+		return;
+	}
+	/* The forwarder keeps the port open; this copy goes (a port has one opener at a time). */
+	fd = open(dev, O_RDWR | O_NONBLOCK | O_CLOEXEC);
+	r = fd < 0 ? -errno : guest_egress_start(fd);
+	if (fd >= 0) {
+		(void)close(fd);
+	}
+	if (r < 0) {
+		(void)snprintf(msg, sizeof(msg), "the proxy forwarder did not start: %s", tk_strerror(r));
+		kmsg_line(msg);
+	}
+}
+
 static int boot(void)
 {
 	struct boot_config cfg = { 0 };
@@ -580,6 +616,7 @@ static int boot(void)
 	if (r < 0) {
 		return r;
 	}
+	start_egress();
 	trace("agent starting");
 	acfg.port_fd = port;
 	acfg.base_env = cfg.env;
