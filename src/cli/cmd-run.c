@@ -16,13 +16,19 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: tkbox run --image IMG [--name NAME] [--workspace DIR|EXT4] [--env K=V]...\n"
-		   "                 [--memory 2G] [--cpus 2] [--disk 4G] [--timeout 1h] [--exec-timeout 30m] "
-		   "[--state-dir D]\n"
-		   "                 [--platform linux/amd64|linux/arm64] [--registry-auth FILE] [--registry-ca FILE]\n"
-		   "IMG is an image reference (python:3.12-slim, localhost:5000/test:1, name@sha256:...), a local\n"
-		   "source (oci:DIR[:NAME], oci-archive:FILE[:NAME], docker-archive:FILE), a local ext4 image or a\n"
-		   "directory. Registry images are cached: a second box of the same reference asks no registry.\n");
+	fprintf(f,
+		"usage: tkbox run --image IMG [--name NAME] [--workspace DIR|EXT4] [--env K=V]...\n"
+		"                 [--memory 2G] [--cpus 2] [--disk 4G] [--timeout 1h] [--exec-timeout 30m] "
+		"[--state-dir D]\n"
+		"                 [--platform linux/amd64|linux/arm64] [--registry-auth FILE] [--registry-ca FILE]\n"
+		"                 [--allow HOST|HOST:PORT|*.DOMAIN[:PORT]|PRESET[,...]]... [--inspect all|none]\n"
+		"IMG is an image reference (python:3.12-slim, localhost:5000/test:1, name@sha256:...), a local\n"
+		"source (oci:DIR[:NAME], oci-archive:FILE[:NAME], docker-archive:FILE), a local ext4 image or a\n"
+		"directory. Registry images are cached: a second box of the same reference asks no registry.\n"
+		"--allow (repeatable, comma lists) names what the box may reach without a person's approval:\n"
+		"hosts, host:port, *.example.com, or the presets pypi, npm, github, anthropic, openai, claude-code,\n"
+		"debian, apt-ubuntu, go-proxy (debian, apt-ubuntu and npm read the image's own configuration).\n"
+		"--inspect all refuses every host off the list at once instead of asking a person.\n");
 }
 
 /*
@@ -75,15 +81,17 @@ int cmd_run(int argc, char **argv)
 		{ "platform", required_argument, NULL, 'P' },
 		{ "registry-auth", required_argument, NULL, 'A' },
 		{ "registry-ca", required_argument, NULL, 'C' },
+		{ "allow", required_argument, NULL, 'a' },
+		{ "inspect", required_argument, NULL, 'I' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	_cleanup_json_ json_t *body = json_object(), *env = json_array(), *reply = NULL;
+	_cleanup_json_ json_t *body = json_object(), *env = json_array(), *allow = json_array(), *reply = NULL;
 	const char *state_dir = NULL, *image = NULL;
 	uint64_t v;
 	int ch, status = 0, r;
 
-	if (!body || !env) {
+	if (!body || !env || !allow) {
 		return 125;
 	}
 	while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -147,6 +155,27 @@ int cmd_run(int argc, char **argv)
 							  json_integer((json_int_t)v));
 			}
 			break;
+		case 'a':
+			/* a comma list is several values; the daemon checks each (an entry or a preset) */
+			for (const char *p = optarg, *c;; p = c + 1) {
+				c = strchr(p, ',');
+				if ((c ? (size_t)(c - p) : strlen(p)) == 0) {
+					fprintf(stderr, "tkbox run: --allow %s: an empty value\n", optarg);
+					return 2;
+				}
+				(void)json_array_append_new(allow, json_stringn(p, c ? (size_t)(c - p) : strlen(p)));
+				if (!c) {
+					break;
+				}
+			}
+			break;
+		case 'I':
+			if (strcmp(optarg, "all") != 0 && strcmp(optarg, "none") != 0) {
+				fprintf(stderr, "tkbox run: --inspect is all or none\n");
+				return 2;
+			}
+			(void)json_object_set_new(body, "inspect", json_string(optarg));
+			break;
 		case 'd':
 			state_dir = optarg;
 			break;
@@ -178,6 +207,9 @@ int cmd_run(int argc, char **argv)
 	if (json_array_size(env) > 0) {
 		(void)json_object_set(body, "env", env);
 	}
+	if (json_array_size(allow) > 0) {
+		(void)json_object_set(body, "allow", allow);
+	}
 	r = apiclient_call(state_dir, "POST", "/v1/boxes", body, &status, &reply);
 	if (r < 0) {
 		return 125;
@@ -187,6 +219,16 @@ int cmd_run(int argc, char **argv)
 		return 125;
 	}
 	printf("%s\n", json_string_value(json_object_get(reply, "name")));
+	/* what the daemon says about the allowlist (go-proxy relays to hosts the box names) */
+	{
+		const json_t *w = json_object_get(json_object_get(reply, "egress"), "warnings");
+		for (size_t i = 0; i < json_array_size(w); i++) {
+			const char *t = json_string_value(json_array_get(w, i));
+			if (t) {
+				fprintf(stderr, "tkbox run: warning: %s\n", t);
+			}
+		}
+	}
 	fprintf(stderr, "tkbox run: box %s running (accel %s, isolation %s, run %s)\n",
 		json_string_value(json_object_get(reply, "name")), json_string_value(json_object_get(reply, "accel")),
 		json_string_value(json_object_get(reply, "isolation")),
