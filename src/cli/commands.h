@@ -17,6 +17,9 @@ int cmd_ls(int argc, char **argv);
 int cmd_stop(int argc, char **argv);
 int cmd_rm(int argc, char **argv);
 int cmd_export(int argc, char **argv);
+int cmd_approvals(int argc, char **argv);
+int cmd_approve(int argc, char **argv);
+int cmd_reject(int argc, char **argv);
 /* src/image (TKBOX_HAVE_IMAGES) */
 int cmd_images(int argc, char **argv);
 int cmd_workspace(int argc, char **argv);

@@ -21,6 +21,9 @@ static const struct command commands[] = {
 	{ "stop", cmd_stop, "stop a box and close its run" },
 	{ "rm", cmd_rm, "remove a stopped box" },
 	{ "export", cmd_export, "export a box's run as a .tkb bundle and its trust file" },
+	{ "approvals", cmd_approvals, "list the connections boxes wait to have approved" },
+	{ "approve", cmd_approve, "let a box reach the host:port of a pending approval" },
+	{ "reject", cmd_reject, "refuse a pending approval" },
 #endif
 #ifdef TKBOX_HAVE_IMAGES
 	{ "images", cmd_images, "list, pull, remove and prune cached images" },

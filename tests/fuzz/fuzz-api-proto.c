@@ -73,7 +73,7 @@ static void fuzz_exec(const uint8_t *data, size_t size)
 	api_exec_req_release(&q);
 }
 
-/* The bytes as a request target: a route found names an operation and, when it has one, a box name. */
+/* The bytes as a request target: a route found names an operation and, when it has one, a box name or an id. */
 static void fuzz_route(const uint8_t *data, size_t size)
 {
 	struct api_match m;
@@ -91,6 +91,11 @@ static void fuzz_route(const uint8_t *data, size_t size)
 			continue;
 		}
 		if (m.op >= API_OP_COUNT || (m.box[0] && !door_box_name_ok(m.box)) || strncmp(target, "/v1/", 4) != 0) {
+			abort();
+		}
+		/* An {id} is 1..API_MAX_ID-1 of [a-z0-9-], and a route has a {box} or an {id}, never both. */
+		if (m.id[0] && (m.box[0] || strlen(m.id) >= API_MAX_ID ||
+				strspn(m.id, "abcdefghijklmnopqrstuvwxyz0123456789-") != strlen(m.id))) {
 			abort();
 		}
 	}
