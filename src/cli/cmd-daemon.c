@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "cli/cliutil.h"
 #include "daemon/daemon.h"
+#include "daemon/egress-door.h"
 #include "daemon/supervisor.h"
 #include "log.h"
 
@@ -15,6 +16,8 @@ static void usage(FILE *f)
 	fprintf(f, "usage: tkbox daemon [--state-dir D] [--signer SOCK] [--accel auto|kvm|tcg] [--unrecorded]\n"
 		   "                    [--max-boxes N] [--max-execs N] [--signer-timeout 10s] [--guest FILE]\n"
 		   "                    [--kernel FILE --modules DIR]\n"
+		   "                    [--egress-block CIDR[,CIDR]]... [--egress-allow-private] [--resolve "
+		   "NAME=ADDR]...\n"
 		   "Runs in the foreground until SIGTERM or Ctrl-C, which stop every box and close every run.\n"
 		   "Exits at once when no signer answers, unless --unrecorded (which records nothing).\n");
 }
@@ -32,12 +35,17 @@ int cmd_daemon(int argc, char **argv)
 		{ "guest", required_argument, NULL, 'g' },
 		{ "kernel", required_argument, NULL, 'k' },
 		{ "modules", required_argument, NULL, 'm' },
+		{ "egress-block", required_argument, NULL, 'B' },
+		{ "egress-allow-private", no_argument, NULL, 'P' },
+		{ "resolve", required_argument, NULL, 'R' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct daemon_opts o = { .accel = "auto" };
+	static struct egress_door_config egress; /* large: not on the stack */
+	struct daemon_opts o = { .accel = "auto", .egress = &egress };
+	char err[512];
 	uint64_t v;
-	int ch;
+	int ch, r;
 
 	/* The per-box supervisor is this binary too (forked and exec'd by the daemon). */
 	if (argc >= 2 && argc <= 3 && strcmp(argv[1], SUPERVISOR_ARG) == 0) {
@@ -95,6 +103,32 @@ int cmd_daemon(int argc, char **argv)
 		case 'm':
 			o.modules_dir = optarg;
 			break;
+		case 'B':
+			r = egress_block_parse(optarg, &egress.block);
+			if (r < 0) {
+				fprintf(stderr,
+					"tkbox daemon: --egress-block %s: %s (CIDRs or bare addresses, "
+					"comma-separated: "
+					"203.0.113.7, 198.51.100.0/24, 2001:db8::/32; IPv4 as plain dotted quads; no "
+					"host "
+					"bits set; at most %d entries)\n",
+					optarg,
+					r == -E2BIG    ? "too many entries"
+					: r == -EINVAL ? "a prefix is out of range or has host bits set"
+						       : "not an address or CIDR",
+					EGRESS_MAX_BLOCK);
+				return 2;
+			}
+			break;
+		case 'P':
+			egress.flags |= EGRESS_ALLOW_PRIVATE;
+			break;
+		case 'R':
+			if (egress_resolve_parse(optarg, &egress, err, sizeof(err)) < 0) {
+				fprintf(stderr, "tkbox daemon: %s\n", err);
+				return 2;
+			}
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -110,6 +144,14 @@ int cmd_daemon(int argc, char **argv)
 	if (o.state_dir[0] != '/') {
 		fprintf(stderr, "tkbox daemon: --state-dir must be an absolute path\n");
 		return 2;
+	}
+	if (egress.flags & EGRESS_ALLOW_PRIVATE) {
+		fprintf(stderr, "tkbox daemon: WARNING: --egress-allow-private: BOXES MAY CONNECT TO LOOPBACK, "
+				"PRIVATE, SHARED AND "
+				"LINK-LOCAL ADDRESSES, THIS HOST'S OWN INCLUDED.\n"
+				"tkbox daemon: WARNING: for development only; cloud metadata, --egress-block and the "
+				"other fixed "
+				"ranges stay refused.\n");
 	}
 	return daemon_run(&o);
 }

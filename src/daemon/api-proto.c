@@ -8,6 +8,7 @@
 #include "daemon/api-proto.h"
 #include "daemon/daemon.h"
 #include "daemon/door.h"
+#include "egress/preset.h"
 #include "json.h"
 #include "log.h"
 #include "strv.h"
@@ -21,6 +22,9 @@ const struct api_route api_routes[] = {
 	{ HTTP_POST, "/v1/boxes/{box}/exec", API_OP_EXEC },
 	{ HTTP_POST, "/v1/boxes/{box}/stop", API_OP_STOP },
 	{ HTTP_POST, "/v1/boxes/{box}/export", API_OP_EXPORT },
+	{ HTTP_GET, "/v1/approvals", API_OP_APPROVALS },
+	{ HTTP_POST, "/v1/approvals/{id}/approve", API_OP_APPROVE },
+	{ HTTP_POST, "/v1/approvals/{id}/reject", API_OP_REJECT },
 	{ HTTP_GET, NULL, API_OP_COUNT },
 };
 
@@ -38,11 +42,29 @@ int api_refuse(struct api_error *e, int status, const char *code, const char *fm
 
 /* ---------------------------------------------------------------- routes */
 
+/* Copy a variable segment of sn bytes into out (size n), cut to fit; *ret_too_long when it had to be. */
+static void take_segment(const char *seg, size_t sn, char *out, size_t n, bool *ret_too_long)
+{
+	if (sn >= n) {
+		*ret_too_long = true;
+		sn = n - 1;
+	}
+	memcpy(out, seg, sn);
+	out[sn] = '\0';
+}
+
+/* An {id} segment: [a-z0-9-] only (the daemon's ids are "ap-" and lower-case hex). */
+static bool id_ok(const char *id)
+{
+	return id[0] && strspn(id, "abcdefghijklmnopqrstuvwxyz0123456789-") == strlen(id);
+}
+
 /*
- * Does path match pattern? Segments compare literally, except "{box}", which
- * takes any one non-empty segment (copied to box; checked by the caller).
+ * Does path match pattern? Segments compare literally, except "{box}" and
+ * "{id}", which take any one non-empty segment (copied to m->box or m->id;
+ * checked by the caller).
  */
-static bool pattern_match(const char *pattern, const char *path, char box[64], bool *ret_box_too_long)
+static bool pattern_match(const char *pattern, const char *path, struct api_match *m, bool *ret_too_long)
 {
 	while (*pattern && *path) {
 		size_t pn, sn;
@@ -52,16 +74,15 @@ static bool pattern_match(const char *pattern, const char *path, char box[64], b
 		pattern++, path++;
 		pn = strcspn(pattern, "/");
 		sn = strcspn(path, "/");
-		if (pn == 5 && strncmp(pattern, "{box}", 5) == 0) {
+		if ((pn == 5 && strncmp(pattern, "{box}", 5) == 0) || (pn == 4 && strncmp(pattern, "{id}", 4) == 0)) {
 			if (sn == 0) {
 				return false;
 			}
-			if (sn >= 64) {
-				*ret_box_too_long = true;
-				sn = 63;
+			if (pn == 5) {
+				take_segment(path, sn, m->box, sizeof(m->box), ret_too_long);
+			} else {
+				take_segment(path, sn, m->id, sizeof(m->id), ret_too_long);
 			}
-			memcpy(box, path, sn);
-			box[sn] = '\0';
 		} else if (pn != sn || strncmp(pattern, path, pn) != 0) {
 			return false;
 		}
@@ -80,18 +101,21 @@ int api_route(enum http_method method, const char *target, struct api_match *ret
 		return api_refuse(ret_err, 404, "not_found", "no such API path (this daemon speaks /v1)");
 	}
 	for (const struct api_route *r = api_routes; r->pattern; r++) {
-		char box[64] = "";
+		struct api_match m = { .op = r->op };
 		bool too_long = false;
-		if (!pattern_match(r->pattern, path, box, &too_long)) {
+		if (!pattern_match(r->pattern, path, &m, &too_long)) {
 			continue;
 		}
-		if (box[0] && (too_long || !door_box_name_ok(box))) {
+		if (m.box[0] && (too_long || !door_box_name_ok(m.box))) {
 			return api_refuse(ret_err, 400, "bad_request", "not a box name");
+		}
+		if (m.id[0] && (too_long || !id_ok(m.id))) {
+			return api_refuse(ret_err, 400, "bad_request",
+					  "not an approval id (ap- and 12 hex digits: tkbox approvals lists them)");
 		}
 		path_known = true;
 		if (r->method == method) {
-			ret->op = r->op;
-			memcpy(ret->box, box, sizeof(ret->box));
+			*ret = m;
 			return 0;
 		}
 	}
@@ -221,6 +245,7 @@ void api_create_req_release(struct api_create_req *r)
 {
 	json_decref(r->root);
 	strv_free(r->env);
+	strv_free(r->allow);
 	*r = (struct api_create_req){ 0 };
 }
 
@@ -286,12 +311,39 @@ static int create_fields(struct api_create_req *r, struct api_error *e)
 	return 0;
 }
 
+/*
+ * The box's allowlist: --allow values, each an entry or a preset name (checked here: a 400 names the value and the
+ * forms); the presets that read the image are expanded when the box is made. --inspect all or none.
+ */
+static int create_egress(struct api_create_req *r, struct api_error *e)
+{
+	char why[API_MAX_MESSAGE];
+	const char *inspect;
+	int k = get_strv(r->root, "allow", EGRESS_MAX_ALLOW, &r->allow);
+
+	if (k < 0) {
+		return api_refuse(e, 400, "bad_request",
+				  "allow is a list of at most %d strings (EGRESS_MAX_ALLOW): --allow host, host:port, "
+				  "*.example.com[:port] or a preset",
+				  EGRESS_MAX_ALLOW);
+	}
+	k = egress_policy_check(r->allow, why, sizeof(why));
+	if (k < 0) {
+		return api_refuse(e, 400, "bad_request", "%s", why);
+	}
+	if (get_opt_string(r->root, "inspect", &inspect) < 0 ||
+	    (inspect && strcmp(inspect, "all") != 0 && strcmp(inspect, "none") != 0)) {
+		return api_refuse(e, 400, "bad_request", "--inspect is all or none");
+	}
+	r->inspect_all = inspect && strcmp(inspect, "all") == 0;
+	return 0;
+}
+
 int api_decode_create(const void *body, size_t n, struct api_create_req *ret, struct api_error *ret_err)
 {
-	static const char *const keys[] = { "image",	  "name",     "workspace",     "env",
-					    "memory_mib", "cpus",     "timeout_s",     "exec_timeout_s",
-					    "disk_mib",	  "platform", "registry_auth", "registry_ca",
-					    NULL };
+	static const char *const keys[] = { "image",	     "name",	    "workspace",      "env",	  "memory_mib",
+					    "cpus",	     "timeout_s",   "exec_timeout_s", "disk_mib", "platform",
+					    "registry_auth", "registry_ca", "allow",	      "inspect",  NULL };
 	struct api_create_req r = { 0 };
 	int k = parse_object(body, n, keys, &r.root, ret_err);
 
@@ -303,6 +355,9 @@ int api_decode_create(const void *body, size_t n, struct api_create_req *ret, st
 	}
 	if (k >= 0) {
 		k = create_limits(&r, ret_err);
+	}
+	if (k >= 0) {
+		k = create_egress(&r, ret_err);
 	}
 	if (k < 0) {
 		api_create_req_release(&r);

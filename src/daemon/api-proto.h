@@ -48,32 +48,38 @@ enum api_op {
 	API_OP_EXEC,
 	API_OP_STOP,
 	API_OP_EXPORT,
+	API_OP_APPROVALS,
+	API_OP_APPROVE,
+	API_OP_REJECT,
 	API_OP_COUNT,
 };
 
 struct api_route {
 	enum http_method method;
-	const char *pattern; /* "/v1/boxes/{box}/exec": {box} matches one box name */
+	const char *pattern; /* "/v1/boxes/{box}/exec": {box} matches one box name, {id} one approval id */
 	enum api_op op;
 };
 
 /* The routes, terminated by a NULL pattern. */
 extern const struct api_route api_routes[];
 
+#define API_MAX_ID 32 /* an {id} segment: 1..31 of [a-z0-9-] (approval ids are "ap-" and 12 hex) */
+
 struct api_match {
 	enum api_op op;
 	char box[64]; /* the {box} segment, or "" */
+	char id[API_MAX_ID]; /* the {id} segment, or "" */
 };
 
 /*
  * Find target's route. 404 when no pattern matches the path (or the path
  * matches but not with this method), 400 when the {box} segment is not a box
- * name.
+ * name or the {id} segment not an id.
  */
 _wur_ int api_route(enum http_method method, const char *target, struct api_match *ret, struct api_error *ret_err);
 
 /* POST /v1/boxes: {image, name, workspace, env, memory_mib, cpus, timeout_s, exec_timeout_s, disk_mib, platform,
- * registry_auth, registry_ca}. Strings point into root. */
+ * registry_auth, registry_ca, allow, inspect}. Strings point into root. */
 struct api_create_req {
 	json_t *root;
 	const char *image; /* required, non-empty */
@@ -83,6 +89,8 @@ struct api_create_req {
 	const char *registry_auth, *registry_ca; /* NULL or absolute paths <= DAEMON_MAX_OPT_PATH */
 	char **env; /* NAME=VALUE entries (<= DAEMON_MAX_BOX_ENV), NULL-terminated, never NULL on success */
 	unsigned cpus, memory_mib, disk_mib, timeout_s, exec_timeout_s; /* defaults filled in */
+	char **allow; /* --allow values (<= EGRESS_MAX_ALLOW), each an entry or a preset (egress_policy_check); never NULL */
+	bool inspect_all; /* inspect: "all" (an off-list host is refused at once) or "none" (default) */
 };
 
 _wur_ int api_decode_create(const void *body, size_t n, struct api_create_req *ret, struct api_error *ret_err);

@@ -231,6 +231,11 @@ static void crossing_done_event(struct crossing *x, const struct crossing_result
 		(void)json_object_set_new(ev, "stdin_sha256", json_string(res->stdin_sha256));
 		(void)json_object_set_new(ev, "stdin_bytes", json_integer(res->stdin_bytes));
 	}
+	if (ev && res->has_transfer) {
+		(void)json_object_set_new(ev, "bytes_up", json_integer(res->bytes_up));
+		(void)json_object_set_new(ev, "bytes_down", json_integer(res->bytes_down));
+		(void)json_object_set_new(ev, "duration_ms", json_integer(res->duration_ms));
+	}
 	door_event(x, false, "done", ev);
 }
 
@@ -253,6 +258,12 @@ static json_t *complete_request(const struct crossing *x, const struct crossing_
 	if (req && res->stdin_sha256) {
 		(void)json_object_set_new(req, "stdin_sha256", json_string(res->stdin_sha256));
 		(void)json_object_set_new(req, "stdin_bytes", json_integer(res->stdin_bytes));
+	}
+	/* A connection: bytes each way (tool.result output.value) and its duration (tool.result duration_ms). */
+	if (req && res->has_transfer) {
+		(void)json_object_set_new(req, "bytes_up", json_integer(res->bytes_up));
+		(void)json_object_set_new(req, "bytes_down", json_integer(res->bytes_down));
+		(void)json_object_set_new(req, "duration_ms", json_integer(res->duration_ms));
 	}
 	return req;
 }

@@ -19,8 +19,9 @@
  *             and waits for a person within DAEMON_APPROVAL_WAIT_MS;
  *   act       the door's callback (exec: hand the stream to the supervisor
  *             and wait for its done);
- *   complete  the act's status, exit code XOR signal, error and stdin digest,
- *             signed against the decision;
+ *   complete  the act's status, exit code XOR signal, error and stdin digest
+ *             (a connection: bytes each way and duration_ms), signed
+ *             against the decision;
  *   observe   instead of decide and complete, for a door whose crossings are
  *             recorded but not decided (observe_kind): a must-keep
  *             observation before the act;
@@ -60,6 +61,9 @@ struct crossing_result {
 	char *error; /* owned, or NULL */
 	char *stdin_sha256; /* a streamed stdin's digest (owned), or NULL */
 	int64_t stdin_bytes;
+	/* A connection (the network door): its bytes each way and how long it lasted, each 0..2^53-1. */
+	bool has_transfer;
+	int64_t bytes_up, bytes_down, duration_ms;
 };
 
 void crossing_result_release(struct crossing_result *r);

@@ -24,8 +24,11 @@
 #include "daemon/crossing.h"
 #include "daemon/daemon.h"
 #include "daemon/door.h"
+#include "daemon/egress-approve.h"
+#include "daemon/egress-door.h"
 #include "daemon/events.h"
 #include "daemon/http.h"
+#include "daemon/image-files.h"
 #include "daemon/image-local.h"
 #include "daemon/ipc.h"
 #include "daemon/obsq.h"
@@ -60,6 +63,15 @@ struct pend {
 	char *stdin_sha256;
 	int64_t stdin_bytes;
 	struct pend *next;
+};
+
+/* A dialled connection of the network door waiting for its egress_done. */
+struct egress_wait {
+	int64_t conn;
+	bool done;
+	bool gone; /* the supervisor exited first */
+	struct egress_done_info info;
+	struct egress_wait *next;
 };
 
 struct box {
@@ -103,6 +115,15 @@ struct box {
 	int events_fd;
 	struct events_cap events;
 	bool removed;
+	/* The network door (egress-door.c). */
+	struct egress_policy egress; /* the box's allowlist (built at creation) */
+	unsigned n_egress; /* connection threads and the record sender using the box */
+	bool egress_closed; /* a stop began: every later connection is refused, no dial goes out */
+	struct egress_wait *ewait; /* dialled connections waiting for their egress_done */
+	struct egress_rate erate; /* tkbox.egress: at most EGRESS_RECORD_RATE a second, then a summary */
+	json_t *erecords; /* tkbox.egress records admitted and not yet sent (an array) */
+	bool erecord_sending; /* one thread sends them */
+	uint64_t egress_lost_unrecorded; /* tkbox.egress records the signer did not take, not yet counted as a gap */
 	struct box *next;
 };
 
@@ -112,6 +133,7 @@ struct daemon {
 	char *guest_bin;
 	char *sock_path;
 	pthread_mutex_t lock;
+	struct egress_door_config egress; /* --egress-block, --egress-allow-private, --resolve */
 	struct box *boxes;
 	unsigned n_boxes;
 	unsigned n_conns;
@@ -187,6 +209,9 @@ enum ev_class {
 
 static void box_stop_async(struct box *b, const char *reason);
 static void box_flush_gaps(struct box *b);
+static void egress_open(struct box *b, const struct supmsg *m);
+static void egress_close(struct box *b);
+static void egress_record_locked(struct box *b, json_t *data);
 
 /* Caller holds g.lock. The line is {"ts","event",...extra}; extra is stolen. */
 static void events_write(struct box *b, enum ev_class cls, const char *event, json_t *extra)
@@ -246,6 +271,20 @@ static void box_save(struct box *b)
 		      "lifetime_s", (json_int_t)b->lifetime_s, "exec_timeout_s", (json_int_t)b->exec_timeout_s);
 	if (!v) {
 		return;
+	}
+	/*
+	 * The allowlist as shown, with the values as given, in egress.json beside it (a stopped box keeps it in ls and
+	 * show; 512 entries do not fit box.json's 64 KiB).
+	 */
+	{
+		_cleanup_free_ char *epath = NULL, *es = NULL;
+		json_t *e = egress_policy_json(&b->egress);
+		if (e && json_object_set_new(e, "values", strv_json(b->egress.values)) == 0 &&
+		    (es = json_dumps(e, JSON_COMPACT | JSON_SORT_KEYS)) &&
+		    asprintf(&epath, "%s/egress.json", b->dir) >= 0) {
+			(void)io_write_file_atomic(epath, es, strlen(es), 0600);
+		}
+		json_decref(e);
 	}
 	s = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS);
 	json_decref(v);
@@ -319,6 +358,18 @@ static void box_load_fields(struct box *b, const json_t *v, const char *state)
 	}
 	if (json_get_int(v, "created", &i) >= 0) {
 		b->created_s = i;
+	}
+	/* The allowlist box_save kept in egress.json; none readable (an older daemon's box) shows an empty one. */
+	{
+		_cleanup_free_ char *epath = NULL, *text = NULL;
+		_cleanup_json_ json_t *e = NULL;
+		size_t n = 0;
+		if (asprintf(&epath, "%s/egress.json", b->dir) >= 0 &&
+		    io_read_file(AT_FDCWD, epath, JSON_DEFAULT_MAX_BYTES, IO_READ_REGULAR | IO_READ_NOFOLLOW, &text,
+				 &n) >= 0 &&
+		    json_parse_strict(text, n, NULL, &e) >= 0) {
+			(void)egress_policy_from_json(e, &b->egress);
+		}
 	}
 }
 
@@ -422,7 +473,8 @@ static void box_close_run(struct box *b, const char *reason)
 		struct timespec until;
 		(void)clock_gettime(CLOCK_REALTIME, &until);
 		until.tv_sec += 30;
-		while (b->n_execs > 0 && pthread_cond_timedwait(&b->cond, &g.lock, &until) != ETIMEDOUT) {
+		while ((b->n_execs > 0 || b->n_egress > 0) &&
+		       pthread_cond_timedwait(&b->cond, &g.lock, &until) != ETIMEDOUT) {
 		}
 	}
 	pthread_mutex_unlock(&g.lock);
@@ -494,13 +546,21 @@ static int box_gap(struct box *b, const char *kind, const char *reason, uint64_t
  */
 static void box_flush_gaps(struct box *b)
 {
-	uint64_t pending, total, obs;
+	uint64_t pending, total, obs, eg;
 
 	pthread_mutex_lock(&g.lock);
 	pending = b->gaps_unrecorded;
 	total = b->gaps_complete;
 	obs = b->obs_gaps_unrecorded;
+	eg = b->egress_lost_unrecorded;
 	pthread_mutex_unlock(&g.lock);
+	/* tkbox.egress records are best effort: one the signer did not take is counted here (kind egress). */
+	if (eg > 0 &&
+	    box_gap(b, "egress", "tkbox.egress records of the proxy's own refusals could not be recorded", eg) >= 0) {
+		pthread_mutex_lock(&g.lock);
+		b->egress_lost_unrecorded -= MIN(eg, b->egress_lost_unrecorded);
+		pthread_mutex_unlock(&g.lock);
+	}
 	if (pending > 0 &&
 	    box_gap(b, "complete", "completions of commands that ran could not be recorded", total) >= 0) {
 		pthread_mutex_lock(&g.lock);
@@ -639,8 +699,33 @@ static void reader_apply(struct box *b, const struct supmsg *m, bool *stopped_ok
 			if (b->state == BOX_RUNNING || b->state == BOX_CREATING) {
 				b->state = BOX_STOPPING;
 			}
+			egress_close(b);
 			box_save(b);
 		}
+		break;
+	case SUPMSG_EGRESS_OPEN:
+		egress_open(b, m);
+		break;
+	case SUPMSG_EGRESS_DONE:
+		for (struct egress_wait *w = b->ewait; w; w = w->next) {
+			if (w->conn == m->conn && !w->done) {
+				w->done = true;
+				w->info = (struct egress_done_info){ .bytes_up = m->bytes_up,
+								     .bytes_down = m->bytes_down,
+								     .duration_ms = m->duration_ms,
+								     .error = m->error ? strdup(m->error) : NULL,
+								     .rule = m->rule ? strdup(m->rule) : NULL };
+			}
+		}
+		break;
+	case SUPMSG_EGRESS_REFUSED:
+		/* The proxy refused a request itself before asking (a malformed head, CONNECT to 80, the stream cap). */
+		events_write(b, EV_PROBLEM, "egress.refused",
+			     json_pack("{s:s?,s:I,s:s,s:s}", "host", m->host, "port", (json_int_t)m->port, "rule",
+				       m->rule, "reason", m->message));
+		egress_record_locked(b, json_pack("{s:s,s:I,s:s,s:s,s:s}", "host", m->host ? m->host : "", "port",
+						  (json_int_t)m->port, "decision", "refused", "rule", m->rule, "reason",
+						  m->message));
 		break;
 	case SUPMSG_STOPPED:
 		*stopped_ok = true;
@@ -664,6 +749,11 @@ static void reader_finish(struct box *b, bool stopped_ok, const char *violation)
 	b->sup_fd = -1;
 	b->sup_gone = true;
 	pend_finish_all(b, "the box's supervisor exited before the command finished");
+	egress_close(b);
+	for (struct egress_wait *w = b->ewait; w; w = w->next) {
+		w->gone = !w->done;
+		w->done = true;
+	}
 	if (!b->boot_answered) {
 		b->boot_answered = true;
 		b->boot_error = strdup("the box's supervisor exited during boot");
@@ -793,6 +883,8 @@ static void box_stop_async(struct box *b, const char *reason)
 	}
 	b->state = BOX_STOPPING;
 	b->stop_requested = true;
+	/* Egress closes the moment a stop begins: pending approvals end, no dial goes out. */
+	egress_close(b);
 	if (box_send(b, &m, NULL) < 0) {
 		(void)kill(b->sup_pid, SIGKILL);
 	}
@@ -976,6 +1068,18 @@ static void respond_api_error(struct conn *c, const struct api_error *e)
 	respond_error(c->fd, e->status, e->code, NULL, "%s", e->message);
 }
 
+/* The box's network door: {allow, presets, inspect} (egress_policy_json) and the daemon's resolve: ["NAME=ADDR"]. */
+static json_t *box_egress_json(const struct box *b)
+{
+	json_t *v = egress_policy_json(&b->egress);
+
+	if (v && json_object_set_new(v, "resolve", egress_resolve_json(&g.egress)) < 0) {
+		json_decref(v);
+		return NULL;
+	}
+	return v;
+}
+
 static json_t *box_json(const struct box *b)
 {
 	json_t *v = json_pack("{s:s,s:s,s:s?,s:b,s:s?,s:s?,s:I,s:I}", "name", b->name, "state", state_names[b->state],
@@ -994,6 +1098,9 @@ static json_t *box_json(const struct box *b)
 	}
 	if (v && b->stop_reason) {
 		(void)json_object_set_new(v, "stop_reason", json_string(b->stop_reason));
+	}
+	if (v && b->state != BOX_LOST) {
+		(void)json_object_set_new(v, "egress", box_egress_json(b));
 	}
 	if (v && b->state != BOX_LOST) {
 		(void)json_object_set_new(v, "limits",
@@ -1039,6 +1146,13 @@ static void box_free(struct box *b)
 	free(b->cut_reason);
 	free(b->sup_violation);
 	strv_free(b->env);
+	for (struct egress_wait *w = b->ewait, *n; w; w = n) {
+		n = w->next;
+		egress_done_info_release(&w->info);
+		free(w);
+	}
+	json_decref(b->erecords);
+	egress_policy_release(&b->egress);
 	(void)pthread_cond_destroy(&b->cond);
 	free(b);
 }
@@ -1047,6 +1161,13 @@ static const char *const default_box_env[] = {
 	"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 	"HOME=/root",
 	"LANG=C.UTF-8",
+	/* The network door: the guest's forwarder (docs/egress.md "The guest forwarder"). */
+	"HTTP_PROXY=http://127.0.0.1:3128",
+	"HTTPS_PROXY=http://127.0.0.1:3128",
+	"http_proxy=http://127.0.0.1:3128",
+	"https_proxy=http://127.0.0.1:3128",
+	"NO_PROXY=localhost,127.0.0.1,::1",
+	"no_proxy=localhost,127.0.0.1,::1",
 	NULL,
 };
 
@@ -1199,6 +1320,41 @@ static int box_merge_image_env(struct box *b, char *const *img_env)
 	return 0;
 }
 
+/*
+ * The box's allowlist: its --allow values expanded (egress_policy_build). The image's apt sources and npm
+ * configuration are read (a confined debugfs child, image-files.c) only when a preset needs them. A refusal the
+ * person can act on (an image that names no mirror, a file past its cap, too many entries) is a 400.
+ */
+static int box_build_egress(struct box *b, const struct api_create_req *q, const struct local_image *img, char *err,
+			    size_t err_size)
+{
+	struct image_files files = { 0 };
+	unsigned needs = egress_policy_needs(q->allow);
+	const char *warn;
+	int r = 0;
+
+	if (needs) {
+		r = image_files_read(img->path, needs, b->dir, &files, err, err_size);
+		if (r == -EFBIG || r == -E2BIG) {
+			r = -EINVAL;
+		} else if (r < 0) {
+			r = r == -ENOENT ? -EIO : r;
+		}
+	}
+	if (r >= 0) {
+		files.f.env = b->env; /* PIP_*, GOPROXY, GOSUMDB: the image's Env with --env over it */
+		r = egress_policy_build(q->allow, q->inspect_all, &files.f, &b->egress, err, err_size);
+		r = r == -ENOENT || r == -E2BIG ? -EINVAL : r;
+	}
+	image_files_release(&files);
+	if (r >= 0 && (warn = egress_policy_warn(q->allow))) {
+		pthread_mutex_lock(&g.lock);
+		events_write(b, EV_LIFECYCLE, "egress.preset_relays", json_pack("{s:s}", "detail", warn));
+		pthread_mutex_unlock(&g.lock);
+	}
+	return r;
+}
+
 /* The image and workspace the box boots (resolved, built or pulled as needed). */
 static int box_resolve(struct box *b, const struct api_create_req *q, struct local_image *img, struct local_image *ws,
 		       char *err, size_t err_size)
@@ -1214,6 +1370,9 @@ static int box_resolve(struct box *b, const struct api_create_req *q, struct loc
 	}
 	if (r >= 0 && img->env) {
 		r = box_merge_image_env(b, img->env);
+	}
+	if (r >= 0) {
+		r = box_build_egress(b, q, img, err, err_size);
 	}
 	if (r < 0) {
 		return r;
@@ -1386,6 +1545,10 @@ static int box_record(struct box *b, char *err, size_t err_size)
 	if (data && b->image_user) {
 		(void)json_object_set_new(data, "image_user",
 					  json_pack("{s:s,s:b}", "user", b->image_user, "applied", 0));
+	}
+	/* The network door: the expanded allowlist, its presets, --inspect and the daemon's --resolve entries. */
+	if (data) {
+		(void)json_object_set_new(data, "egress", box_egress_json(b));
 	}
 	/* Which confinement held, as the kernel shows it (review.verdict is an open object in the event schema). */
 	if (data) {
@@ -1860,6 +2023,315 @@ static void api_exec(struct conn *c, const char *name)
 	api_exec_req_release(&q);
 }
 
+/* ---------------------------------------------------------------- the network door (egress-door.c) */
+
+/* Egress closes: every later connection is refused, no dial goes out, pending approvals end (caller holds g.lock). */
+static void egress_close(struct box *b)
+{
+	if (b->egress_closed) {
+		return;
+	}
+	b->egress_closed = true;
+	egress_approve_box_stop(b->name); /* its own lock only: callable with g.lock held */
+}
+
+/* Send the box's admitted tkbox.egress records, then the summary of what was suppressed once its second ends. */
+static void *egress_record_thread(void *arg)
+{
+	struct box *b = arg;
+
+	pthread_mutex_lock(&g.lock);
+	for (;;) {
+		_cleanup_free_ char *run_id = NULL, *token = NULL;
+		json_t *data = NULL;
+		int64_t now = (int64_t)clock_mono_ms(), second = 0;
+		uint64_t n;
+		char err[512] = "";
+
+		if (json_array_size(b->erecords) > 0) {
+			data = json_incref(json_array_get(b->erecords, 0));
+			(void)json_array_remove(b->erecords, 0);
+		} else if ((n = egress_rate_summary(&b->erate, now, &second)) > 0) {
+			data = json_pack("{s:b,s:I,s:s,s:s}", "summary", 1, "suppressed", (json_int_t)n, "decision",
+					 "refused", "reason",
+					 "more than 20 refusals in one second: the rest are counted here, not listed");
+		} else if (b->erate.suppressed > 0) {
+			/* Wait for the second to end (CLOCK_MONOTONIC); the summary follows. */
+			struct timespec until;
+			int64_t wait_ms = 1000 - now % 1000 + 1;
+			(void)clock_gettime(CLOCK_REALTIME, &until);
+			until.tv_sec += (time_t)(wait_ms / 1000);
+			until.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
+			if (until.tv_nsec >= 1000000000L) {
+				until.tv_sec++;
+				until.tv_nsec -= 1000000000L;
+			}
+			(void)pthread_cond_timedwait(&b->cond, &g.lock, &until);
+			continue;
+		} else {
+			break;
+		}
+		run_id = b->run_id ? strdup(b->run_id) : NULL;
+		token = b->run_token ? strdup(b->run_token) : NULL;
+		pthread_mutex_unlock(&g.lock);
+		/* Best effort (Table 8 makes only approvals must-keep): a record the signer does not take is a gap. */
+		if (data && observe(run_id, token, "tkbox.egress", data, err, sizeof(err)) < 0) {
+			pthread_mutex_lock(&g.lock);
+			b->egress_lost_unrecorded++;
+			events_write(b, EV_PROBLEM, "signer.observe_failed",
+				     json_pack("{s:s,s:s}", "kind", "tkbox.egress", "detail", err));
+			pthread_mutex_unlock(&g.lock);
+		}
+		pthread_mutex_lock(&g.lock);
+	}
+	b->erecord_sending = false;
+	b->n_egress--;
+	pthread_cond_broadcast(&b->cond);
+	pthread_mutex_unlock(&g.lock);
+	return NULL;
+}
+
+/* A thread of the door: small stack, detached; b is held (n_egress) until it ends (caller holds g.lock). */
+static int egress_thread_start(struct box *b, void *(*fn)(void *), void *arg)
+{
+	pthread_attr_t attr;
+	pthread_t t;
+	int r;
+
+	(void)pthread_attr_init(&attr);
+	(void)pthread_attr_setstacksize(&attr, EGRESS_THREAD_STACK);
+	(void)pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	r = -pthread_create(&t, &attr, fn, arg);
+	(void)pthread_attr_destroy(&attr);
+	if (r >= 0) {
+		b->n_egress++;
+	}
+	return r;
+}
+
+/* A tkbox.egress record (takes data): at most EGRESS_RECORD_RATE a second, then one summary (caller holds g.lock). */
+static void egress_record_locked(struct box *b, json_t *data)
+{
+	if (!data || g.o.unrecorded) {
+		json_decref(data);
+		return;
+	}
+	if (!b->erecords) {
+		b->erecords = json_array();
+	}
+	/* A record past the rate, or past what waits to be sent, is counted in the summary. */
+	if (!b->erecords || json_array_size(b->erecords) >= 4 * EGRESS_RECORD_RATE ||
+	    !egress_rate_admit(&b->erate, (int64_t)clock_mono_ms())) {
+		json_decref(data);
+		if (b->erecords && json_array_size(b->erecords) >= 4 * EGRESS_RECORD_RATE) {
+			b->erate.suppressed++;
+			b->erate.suppressed_second = (int64_t)clock_mono_ms() / 1000;
+		}
+	} else if (json_array_append_new(b->erecords, data) < 0) {
+		b->egress_lost_unrecorded++;
+	}
+	if (!b->erecord_sending) {
+		b->erecord_sending = egress_thread_start(b, egress_record_thread, b) >= 0;
+	}
+	pthread_cond_broadcast(&b->cond);
+}
+
+static void egress_op_record(void *box, json_t *data)
+{
+	pthread_mutex_lock(&g.lock);
+	egress_record_locked(box, data);
+	pthread_mutex_unlock(&g.lock);
+}
+
+static void egress_op_event(void *box, const char *event, json_t *extra)
+{
+	pthread_mutex_lock(&g.lock);
+	events_write(box, EV_PROBLEM, event, extra);
+	pthread_mutex_unlock(&g.lock);
+}
+
+/* egress_refuse (caller holds g.lock): the proxy answers the box with it. */
+static void egress_refuse_locked(struct box *b, int64_t conn, int status, const char *rule, const char *message)
+{
+	struct supmsg m = { .op = SUPMSG_EGRESS_REFUSE,
+			    .conn = conn,
+			    .status = status,
+			    .rule = (char *)rule,
+			    .message = (char *)message };
+
+	if (b->sup_fd >= 0 && box_send(b, &m, NULL) < 0) {
+		events_write(b, EV_PROBLEM, "egress.refuse_failed", json_pack("{s:I}", "conn", (json_int_t)conn));
+	}
+}
+
+static void egress_op_refuse(void *box, int64_t conn, int status, const char *rule, const char *message)
+{
+	pthread_mutex_lock(&g.lock);
+	egress_refuse_locked(box, conn, status, rule, message);
+	pthread_mutex_unlock(&g.lock);
+}
+
+/* egress_dial with the socket the door connected to the address it checked; no dial once a stop began. */
+static int egress_op_dial(void *box, int64_t conn, const char *url, bool plain, int fd)
+{
+	struct box *b = box;
+	struct supmsg m = { .op = SUPMSG_EGRESS_DIAL, .conn = conn, .url = (char *)url, .plain = plain };
+	struct egress_wait *w = calloc(1, sizeof(*w));
+	int r;
+
+	pthread_mutex_lock(&g.lock);
+	if (!w) {
+		r = -ENOMEM;
+	} else if (b->egress_closed || b->state != BOX_RUNNING || b->sup_fd < 0) {
+		r = -ESHUTDOWN;
+	} else {
+		w->conn = conn;
+		w->next = b->ewait;
+		b->ewait = w;
+		r = box_send(b, &m, &fd);
+		if (r < 0) {
+			b->ewait = w->next;
+		} else {
+			w = NULL;
+		}
+	}
+	pthread_mutex_unlock(&g.lock);
+	free(w);
+	(void)close(fd);
+	return r;
+}
+
+static int egress_op_wait_done(void *box, int64_t conn, struct egress_done_info *ret)
+{
+	struct box *b = box;
+	struct egress_wait *w = NULL;
+	int r;
+
+	pthread_mutex_lock(&g.lock);
+	for (w = b->ewait; w && w->conn != conn; w = w->next) {
+	}
+	while (w && !w->done) {
+		pthread_cond_wait(&b->cond, &g.lock);
+	}
+	r = !w || w->gone ? -ESHUTDOWN : 0;
+	if (w) {
+		for (struct egress_wait **q = &b->ewait; *q; q = &(*q)->next) {
+			if (*q == w) {
+				*q = w->next;
+				break;
+			}
+		}
+		if (r >= 0) {
+			*ret = w->info;
+		} else {
+			egress_done_info_release(&w->info);
+		}
+		free(w);
+	}
+	pthread_mutex_unlock(&g.lock);
+	return r;
+}
+
+static bool egress_op_stopping(void *box)
+{
+	struct box *b = box;
+	bool stopping;
+
+	pthread_mutex_lock(&g.lock);
+	stopping = b->egress_closed || b->state != BOX_RUNNING;
+	pthread_mutex_unlock(&g.lock);
+	return stopping;
+}
+
+static const struct egress_box_ops box_egress_ops = {
+	.record = egress_op_record,
+	.event = egress_op_event,
+	.refuse = egress_op_refuse,
+	.dial = egress_op_dial,
+	.wait_done = egress_op_wait_done,
+	.stopping = egress_op_stopping,
+};
+
+/* What one connection's thread carries. */
+struct egress_job {
+	struct box *b;
+	int64_t conn;
+	bool form_connect;
+	int64_t port;
+	char *host, *run_id, *token;
+};
+
+static void egress_job_free(struct egress_job *j)
+{
+	if (j->token) {
+		explicit_bzero(j->token, strlen(j->token));
+	}
+	free(j->token);
+	free(j->run_id);
+	free(j->host);
+	free(j);
+}
+
+/* One connection through the door, on its own thread so nothing else waits for its signer, person or dial. */
+static void *egress_conn_thread(void *arg)
+{
+	struct egress_job *j = arg;
+	struct box *b = j->b;
+	struct egress_conn c = {
+		.cfg = &g.egress,
+		.policy = &b->egress,
+		.box_name = b->name,
+		.ops = &box_egress_ops,
+		.host = &box_host,
+		.box = b,
+		.run_id = j->run_id,
+		.run_token = j->token,
+		.unrecorded = g.o.unrecorded,
+		.conn = j->conn,
+		.form_connect = j->form_connect,
+		.host_text = j->host,
+		.port = j->port,
+	};
+
+	(void)egress_door_run(&c);
+	egress_job_free(j);
+	pthread_mutex_lock(&g.lock);
+	b->n_egress--;
+	pthread_cond_broadcast(&b->cond);
+	pthread_mutex_unlock(&g.lock);
+	return NULL;
+}
+
+/* egress_open from the proxy: a thread runs the connection's crossing (caller holds g.lock, the reader's). */
+static void egress_open(struct box *b, const struct supmsg *m)
+{
+	struct egress_job *j;
+
+	if (b->egress_closed || b->state != BOX_RUNNING) {
+		char msg[SUPMSG_MAX_TEXT];
+		(void)snprintf(msg, sizeof(msg), "%.256s:%lld refused: %s", m->host ? m->host : "?", (long long)m->port,
+			       b->state == BOX_CREATING
+				       ? "the box is still starting. Retry once tkbox ls shows it running"
+				       : "the box is stopping. Nothing can connect from it any more");
+		egress_refuse_locked(b, m->conn, 503, "box-stopping", msg);
+		return;
+	}
+	j = calloc(1, sizeof(*j));
+	if (j) {
+		*j = (struct egress_job){ .b = b, .conn = m->conn, .form_connect = m->form_connect, .port = m->port };
+		j->host = m->host ? strdup(m->host) : NULL;
+		j->run_id = b->run_id ? strdup(b->run_id) : NULL;
+		j->token = b->run_token ? strdup(b->run_token) : NULL;
+	}
+	if (!j || (m->host && !j->host) || egress_thread_start(b, egress_conn_thread, j) < 0) {
+		if (j) {
+			egress_job_free(j);
+		}
+		egress_refuse_locked(b, m->conn, 503, "internal",
+				     "the daemon could not start this connection (out of memory or threads); retry");
+	}
+}
+
 /* ---------------------------------------------------------------- stop, rm, export, ls */
 
 static void api_stop(struct conn *c, const char *name)
@@ -1904,9 +2376,11 @@ static void api_rm(struct conn *c, const char *name)
 			      "box %s is running: tkbox stop %s first (or tkbox rm -f)", name, name);
 		return;
 	}
-	if (b->refs > 0 || (b->sup_pid > 0 && !b->reader_done)) {
+	if (b->refs > 0 || (b->sup_pid > 0 && !b->reader_done) || b->n_egress > 0) {
 		pthread_mutex_unlock(&g.lock);
-		respond_error(c->fd, 409, "box_busy", NULL, "box %s is being exported or closed; retry in a moment",
+		respond_error(c->fd, 409, "box_busy", NULL,
+			      "box %s is being exported or closed, or its last connections are being recorded; retry "
+			      "in a moment",
 			      name);
 		return;
 	}
@@ -1917,6 +2391,7 @@ static void api_rm(struct conn *c, const char *name)
 	box_remove_files(b);
 	box_unlink(b);
 	pthread_mutex_unlock(&g.lock);
+	egress_approve_box_forget(name);
 	box_free(b);
 	respond_json(c->fd, 200, json_pack("{s:s,s:b}", "name", name, "removed", 1));
 }
@@ -2134,10 +2609,75 @@ static void api_info(struct conn *c, const char *unused)
 	pthread_mutex_unlock(&g.lock);
 }
 
+/* ---------------------------------------------------------------- box approvals (the network door) */
+
+/* GET /v1/approvals: the pending ones, every box's. */
+static void api_approvals(struct conn *c, const char *unused)
+{
+	json_t *v = egress_approve_list();
+
+	(void)unused;
+	if (!v) {
+		respond_error(c->fd, 500, "internal", NULL, "out of memory");
+		return;
+	}
+	respond_json(c->fd, 200, v);
+}
+
+/* POST /v1/approvals/{id}/approve|reject, by a person on the host: the API caller's uid is the approver. */
+static void approval_answer(struct conn *c, bool approve)
+{
+	char approver[32], state[32];
+	struct api_match m;
+	struct api_error e;
+	int r;
+
+	/* The handlers get the {box} segment; the {id} one is read from the same route. */
+	if (api_route(c->req.method, c->req.target, &m, &e) < 0 || !m.id[0]) {
+		respond_error(c->fd, 400, "bad_request", NULL, "not an approval id (tkbox approvals lists them)");
+		return;
+	}
+	(void)snprintf(approver, sizeof(approver), "uid:%u", (unsigned)c->uid);
+	r = egress_approve_answer(m.id, approve, approver, state, sizeof(state));
+	if (r == -ENOENT) {
+		respond_error(c->fd, 404, "no_such_approval", NULL,
+			      "no approval %s (tkbox approvals lists the pending ones; an answered one is forgotten "
+			      "after 10 minutes)",
+			      m.id);
+	} else if (r == -EALREADY) {
+		respond_error(c->fd, 409, "already_answered", json_pack("{s:s}", "state", state),
+			      "approval %s is already %s; when the agent retries, a new one appears in tkbox approvals",
+			      m.id, state);
+	} else if (r == -EIO) {
+		respond_error(c->fd, 503, "not_recorded", json_pack("{s:s}", "state", state),
+			      "approval %s could not be recorded (tkbox.approval), so nothing passes; the box was "
+			      "stopped (tkbox ls shows why)",
+			      m.id);
+	} else if (r < 0) {
+		respond_error(c->fd, 500, "internal", NULL, "approval %s: %s", m.id, tk_strerror(r));
+	} else {
+		respond_json(c->fd, 200, json_pack("{s:s,s:s}", "id", m.id, "state", state));
+	}
+}
+
+static void api_approve(struct conn *c, const char *unused)
+{
+	(void)unused;
+	approval_answer(c, true);
+}
+
+static void api_reject(struct conn *c, const char *unused)
+{
+	(void)unused;
+	approval_answer(c, false);
+}
+
 /* The handler of each route of api_routes[] (api-proto.c); each gets the {box} segment, or "". */
 static void (*const api_handlers[API_OP_COUNT])(struct conn *c, const char *box) = {
-	[API_OP_INFO] = api_info, [API_OP_LIST] = api_list, [API_OP_CREATE] = api_create, [API_OP_SHOW] = api_show,
-	[API_OP_RM] = api_rm,	  [API_OP_EXEC] = api_exec, [API_OP_STOP] = api_stop,	  [API_OP_EXPORT] = api_export,
+	[API_OP_INFO] = api_info,	[API_OP_LIST] = api_list,     [API_OP_CREATE] = api_create,
+	[API_OP_SHOW] = api_show,	[API_OP_RM] = api_rm,	      [API_OP_EXEC] = api_exec,
+	[API_OP_STOP] = api_stop,	[API_OP_EXPORT] = api_export, [API_OP_APPROVALS] = api_approvals,
+	[API_OP_APPROVE] = api_approve, [API_OP_REJECT] = api_reject,
 };
 
 static void route(struct conn *c)
@@ -2384,7 +2924,8 @@ static void shutdown_all(void)
 	(void)clock_gettime(CLOCK_REALTIME, &until);
 	until.tv_sec += 15;
 	for (struct box *b = g.boxes; b; b = b->next) {
-		while (b->n_execs > 0 && pthread_cond_timedwait(&b->cond, &g.lock, &until) != ETIMEDOUT) {
+		while ((b->n_execs > 0 || b->n_egress > 0) &&
+		       pthread_cond_timedwait(&b->cond, &g.lock, &until) != ETIMEDOUT) {
 		}
 	}
 	pthread_mutex_unlock(&g.lock);
@@ -2399,6 +2940,10 @@ static void shutdown_all(void)
 static int daemon_configure(const struct daemon_opts *o)
 {
 	g.o = *o;
+	if (o->egress) {
+		g.egress = *o->egress;
+	}
+	g.o.egress = NULL;
 	if (!g.o.max_boxes) {
 		g.o.max_boxes = DAEMON_DEFAULT_MAX_BOXES;
 	}
@@ -2532,6 +3077,10 @@ int daemon_run(const struct daemon_opts *o)
 	pthread_mutex_unlock(&g.lock);
 	log_info("listening on %s (signer %s%s, state %s, accel %s, at most %u boxes)", g.sock_path, g.signer_socket,
 		 g.o.unrecorded ? ", UNRECORDED" : "", g.o.state_dir, g.o.accel, g.o.max_boxes);
+	if (g.egress.block.n || g.egress.n_resolve || g.egress.flags) {
+		log_info("network door: %zu --egress-block entries, %zu --resolve entries%s", g.egress.block.n,
+			 g.egress.n_resolve, g.egress.flags & EGRESS_ALLOW_PRIVATE ? ", --egress-allow-private" : "");
+	}
 	daemon_serve(lfd, sfd);
 	/* New connections are refused from here on. */
 	(void)close(lfd);

@@ -40,6 +40,8 @@
 #define DAEMON_MAX_CONNECTIONS 256
 /* Events file caps: daemon/events.h. */
 
+struct egress_door_config;
+
 struct daemon_opts {
 	const char *state_dir;
 	const char *signer_socket; /* NULL: $TKBOX_SIGNER_SOCKET, else the dev signer's default */
@@ -51,6 +53,8 @@ struct daemon_opts {
 	const char *guest_bin; /* NULL: next to the tkbox binary */
 	const char *kernel; /* with modules_dir: instead of the asset cache */
 	const char *modules_dir;
+	/* The network door: --egress-block, --egress-allow-private, --resolve (copied at start; NULL: none). */
+	const struct egress_door_config *egress;
 };
 
 /* Run the daemon until SIGTERM/SIGINT; returns the exit status. */

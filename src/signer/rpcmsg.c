@@ -13,9 +13,11 @@ const char *const rpc_observe_kinds[] = { "tkbox.box",	       "tkbox.egress",	  
 /* Each message's closed key set ("method" included). */
 static const char *const decide_keys[] = { "method", "request_id", "run_id",	  "run_token", "tool_call_id",
 					   "tool",   "args",	   "args_source", "attempt",   NULL };
-static const char *const complete_keys[] = { "method",	    "request_id",   "run_id",	   "run_token", "tool_call_id",
-					     "decision_id", "args_digest",  "status",	   "exit_code", "signal",
-					     "error",	    "stdin_sha256", "stdin_bytes", NULL };
+static const char *const complete_keys[] = {
+	"method",     "request_id",  "run_id", "run_token", "tool_call_id", "decision_id", "args_digest",
+	"status",     "exit_code",   "signal", "error",	    "stdin_sha256", "stdin_bytes", "bytes_up",
+	"bytes_down", "duration_ms", NULL
+};
 static const char *const observe_keys[] = { "method", "request_id", "run_id", "run_token", "kind", "data", NULL };
 
 bool rpc_id_ok(const char *s)
@@ -144,6 +146,36 @@ static int complete_end(const json_t *obj, struct rpc_complete *m, char *msg, si
 	return 0;
 }
 
+/* One optional count of a connection's completion: 0 given, -ENOENT absent, -EBADMSG malformed or out of range. */
+static int complete_count(const json_t *obj, const char *key, int64_t *v)
+{
+	int r = json_get_int(obj, key, v);
+
+	if (r == -ENOENT) {
+		*v = 0;
+		return r;
+	}
+	return r < 0 || *v < 0 || *v > COMPLETE_MAX_COUNT ? -EBADMSG : 0;
+}
+
+/* A connection's transfer: bytes_up and bytes_down (both or neither) and duration_ms, each 0..2^53. */
+static int complete_transfer(const json_t *obj, struct rpc_complete *m, char *msg, size_t msg_size)
+{
+	int up = complete_count(obj, "bytes_up", &m->bytes_up),
+	    down = complete_count(obj, "bytes_down", &m->bytes_down);
+	int dur = complete_count(obj, "duration_ms", &m->duration_ms);
+
+	if (up == -EBADMSG || down == -EBADMSG || up != down) {
+		return bad(msg, msg_size, "bytes_up and bytes_down (integers 0..2^53) go together");
+	}
+	if (dur == -EBADMSG) {
+		return bad(msg, msg_size, "duration_ms must be an integer 0..2^53");
+	}
+	m->has_bytes = up == 0;
+	m->has_duration = dur == 0;
+	return 0;
+}
+
 int rpc_complete_decode(const json_t *obj, struct rpc_complete *ret, char *msg, size_t msg_size)
 {
 	struct rpc_complete m = { .exit_code = -1 };
@@ -187,6 +219,9 @@ int rpc_complete_decode(const json_t *obj, struct rpc_complete *ret, char *msg, 
 	if (r != 0) {
 		m.stdin_sha256 = NULL;
 		m.stdin_bytes = 0;
+	}
+	if ((r = complete_transfer(obj, &m, msg, msg_size)) < 0) {
+		return r;
 	}
 	*ret = m;
 	return 0;
@@ -260,7 +295,10 @@ json_t *rpc_complete_encode(const struct rpc_complete *m)
 	    (m->signal > 0 && json_object_set_new(o, "signal", json_integer(m->signal)) < 0) ||
 	    set_str(o, "error", m->error) < 0 ||
 	    (m->stdin_sha256 && (set_str(o, "stdin_sha256", m->stdin_sha256) < 0 ||
-				 json_object_set_new(o, "stdin_bytes", json_integer(m->stdin_bytes)) < 0))) {
+				 json_object_set_new(o, "stdin_bytes", json_integer(m->stdin_bytes)) < 0)) ||
+	    (m->has_bytes && (json_object_set_new(o, "bytes_up", json_integer(m->bytes_up)) < 0 ||
+			      json_object_set_new(o, "bytes_down", json_integer(m->bytes_down)) < 0)) ||
+	    (m->has_duration && json_object_set_new(o, "duration_ms", json_integer(m->duration_ms)) < 0)) {
 		json_decref(o);
 		return NULL;
 	}

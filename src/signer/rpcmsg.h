@@ -26,6 +26,8 @@
 #define RPC_MAX_ERROR_LEN 4096 /* bytes of a completion's error text */
 /* stdin_bytes in a completion: JSON's exact integer range (I-JSON), so every verifier reads it alike. */
 #define COMPLETE_MAX_STDIN_BYTES ((INT64_C(1) << 53))
+/* bytes_up, bytes_down (a connection's bytes each way) and duration_ms in a completion: 0..2^53 too. */
+#define COMPLETE_MAX_COUNT ((INT64_C(1) << 53))
 /* Linux signal numbers, real-time ones included. */
 #define COMPLETE_MAX_SIGNAL 64
 /* "sha256:" and 64 lowercase hex digits. */
@@ -70,6 +72,11 @@ struct rpc_complete {
 	const char *error; /* NULL: none */
 	const char *stdin_sha256; /* 64 lowercase hex, with stdin_bytes; NULL: no stdin streamed */
 	int64_t stdin_bytes;
+	/* A connection's transfer (the network door), each 0..COMPLETE_MAX_COUNT when given. */
+	bool has_bytes; /* bytes_up and bytes_down: both or neither */
+	int64_t bytes_up, bytes_down;
+	bool has_duration;
+	int64_t duration_ms;
 };
 
 struct rpc_observe {

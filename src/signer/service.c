@@ -1431,8 +1431,16 @@ static void do_complete(struct service *s, const struct caller *c, const struct 
 		(void)json_object_set_new(value, "stdin_sha256", json_string(stdin_sha256));
 		(void)json_object_set_new(value, "stdin_bytes", json_integer(stdin_bytes));
 	}
+	/* A connection (the network door): its bytes each way in the output, its duration in the tool.result. */
+	if (value && m.has_bytes) {
+		(void)json_object_set_new(value, "bytes_up", json_integer(m.bytes_up));
+		(void)json_object_set_new(value, "bytes_down", json_integer(m.bytes_down));
+	}
 	data = json_pack("{s:s,s:b,s:{s:o,s:b},s:s}", "tool_use_id", d->tool_call_id, "ok", strcmp(status, "ok") == 0,
 			 "output", "value", value, "redacted", 0, "decision_id", did);
+	if (data && m.has_duration) {
+		(void)json_object_set_new(data, "duration_ms", json_integer(m.duration_ms));
+	}
 	extra = json_pack("{s:s,s:s,s:s}", "request_id", req->request_id, "tool_call_id", d->tool_call_id,
 			  "args_commitment", rcommit);
 	r = append_record(s, run->tenant, run->run_id, "tool.result", "hook", data, extra, &run_seq);

@@ -58,6 +58,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (m.exit_code >= 0 && m.signal > 0) {
 				__builtin_trap(); /* exit_code and signal exclude each other */
 			}
+			/* A connection's counts: in range, and bytes_up only with bytes_down (and back). */
+			if ((m.has_bytes && (m.bytes_up < 0 || m.bytes_up > COMPLETE_MAX_COUNT || m.bytes_down < 0 ||
+					     m.bytes_down > COMPLETE_MAX_COUNT)) ||
+			    (m.has_bytes != (json_object_get(req.obj, "bytes_down") != NULL)) ||
+			    (m.has_duration && (m.duration_ms < 0 || m.duration_ms > COMPLETE_MAX_COUNT))) {
+				__builtin_trap();
+			}
 			same_object(req.obj, rpc_complete_encode(&m));
 		}
 		break;

@@ -40,6 +40,17 @@ static void expect_route(enum http_method m, const char *target, enum api_op op,
 	assert_string_equal(got.box, box);
 }
 
+static void expect_id_route(enum http_method m, const char *target, enum api_op op, const char *id)
+{
+	struct api_match got;
+	struct api_error e;
+
+	assert_int_equal(api_route(m, target, &got, &e), 0);
+	assert_int_equal(got.op, op);
+	assert_string_equal(got.box, "");
+	assert_string_equal(got.id, id);
+}
+
 static void expect_no_route(enum http_method m, const char *target, int status, const char *msg_part)
 {
 	struct api_match got;
@@ -61,15 +72,23 @@ static void test_routes(void **state)
 	expect_route(HTTP_POST, "/v1/boxes/b-1.x/exec", API_OP_EXEC, "b-1.x");
 	expect_route(HTTP_POST, "/v1/boxes/b1/stop", API_OP_STOP, "b1");
 	expect_route(HTTP_POST, "/v1/boxes/b1/export", API_OP_EXPORT, "b1");
+	/* Issue 12: box approvals, by their id segment. */
+	expect_route(HTTP_GET, "/v1/approvals", API_OP_APPROVALS, "");
+	expect_id_route(HTTP_POST, "/v1/approvals/ap-0123456789ab/approve", API_OP_APPROVE, "ap-0123456789ab");
+	expect_id_route(HTTP_POST, "/v1/approvals/ap-0123456789ab/reject", API_OP_REJECT, "ap-0123456789ab");
 	/* Every route of the table is reachable, and reaches its own operation. */
 	for (const struct api_route *r = api_routes; r->pattern; r++) {
 		char target[128];
 		struct api_match got;
 		struct api_error e;
 		const char *brace = strstr(r->pattern, "{box}");
+		const char *idb = strstr(r->pattern, "{id}");
 		if (brace) {
 			(void)snprintf(target, sizeof(target), "%.*sbx%s", (int)(brace - r->pattern), r->pattern,
 				       brace + 5);
+		} else if (idb) {
+			(void)snprintf(target, sizeof(target), "%.*sap-1%s", (int)(idb - r->pattern), r->pattern,
+				       idb + 4);
 		} else {
 			(void)snprintf(target, sizeof(target), "%s", r->pattern);
 		}
@@ -99,6 +118,18 @@ static void test_routes_refused(void **state)
 	/* The {box} segment must be a box name: 63 bytes are, 64 are not. */
 	expect_no_route(HTTP_GET, "/v1/boxes/.hidden", 400, "not a box name");
 	expect_no_route(HTTP_POST, "/v1/boxes/a%20b/exec", 400, "not a box name");
+	/* Approvals: the {id} segment is [a-z0-9-], 1..31 bytes; the verbs are approve and reject, by POST. */
+	expect_no_route(HTTP_GET, "/v1/approvals/ap-0123456789ab/approve", 404, "no such method");
+	expect_no_route(HTTP_POST, "/v1/approvals", 404, "no such method");
+	expect_no_route(HTTP_POST, "/v1/approvals/ap-0123456789ab", 404, "no such API path");
+	expect_no_route(HTTP_POST, "/v1/approvals/ap-0123456789ab/allow", 404, "no such API path");
+	expect_no_route(HTTP_POST, "/v1/approvals//approve", 404, "no such API path");
+	expect_no_route(HTTP_POST, "/v1/approvals/AP-0123/approve", 400, "not an approval id");
+	expect_no_route(HTTP_POST, "/v1/approvals/ap%2F1/approve", 400, "not an approval id");
+	expect_no_route(HTTP_POST, "/v1/approvals/ap-0123456789ab.x/reject", 400, "not an approval id");
+	expect_id_route(HTTP_POST, "/v1/approvals/ap-0123456789abcdef0123456789ab/approve", API_OP_APPROVE,
+			"ap-0123456789abcdef0123456789ab");
+	expect_no_route(HTTP_POST, "/v1/approvals/ap-0123456789abcdef0123456789abc/approve", 400, "not an approval id");
 	memset(longname, 'a', 63);
 	longname[63] = '\0';
 	{
@@ -388,6 +419,53 @@ static void test_exec_limits(void **state)
 	}
 }
 
+/* Issue 12: --allow (entries and presets, checked before any box is made) and --inspect. */
+static void test_create_allow(void **state)
+{
+	static const char body[] =
+		"{\"image\":\"a\",\"allow\":[\"pypi\",\"debian\",\"example.com:8443\",\"*.example.org\"],"
+		"\"inspect\":\"all\"}";
+	struct api_create_req q = { 0 };
+	struct api_error e;
+	char *big;
+	size_t k;
+
+	(void)state;
+	assert_int_equal(api_decode_create(body, strlen(body), &q, &e), 0);
+	assert_string_equal(q.allow[1], "debian");
+	assert_null(q.allow[4]);
+	assert_true(q.inspect_all);
+	api_create_req_release(&q);
+	assert_int_equal(api_decode_create("{\"image\":\"a\"}", 13, &q, &e), 0);
+	assert_non_null(q.allow);
+	assert_null(q.allow[0]);
+	assert_false(q.inspect_all);
+	api_create_req_release(&q);
+
+	expect_create_fails("{\"image\":\"a\",\"allow\":[\"pypi\",\"nosuch_preset\"]}", 400,
+			    "--allow nosuch_preset: not a preset or an allow entry (the forms: host, host:port");
+	expect_create_fails("{\"image\":\"a\",\"allow\":[\"*.com\"]}", 400, "--allow *.com: not a preset");
+	expect_create_fails("{\"image\":\"a\",\"allow\":\"pypi\"}", 400, "allow is a list");
+	expect_create_fails("{\"image\":\"a\",\"inspect\":\"some\"}", 400, "--inspect is all or none");
+	/* 513 values: one past EGRESS_MAX_ALLOW */
+	big = malloc(64 + 513 * 24);
+	assert_non_null(big);
+	k = (size_t)snprintf(big, 64, "{\"image\":\"a\",\"allow\":[");
+	for (int i = 0; i < 513; i++) {
+		k += (size_t)snprintf(big + k, 24, "%s\"h%d.example\"", i ? "," : "", i);
+	}
+	memcpy(big + k, "]}", 3);
+	expect_create_fails(big, 400, "at most 512 strings (EGRESS_MAX_ALLOW)");
+	/* 511 entries and a preset of two hosts: one past after expansion */
+	k = (size_t)snprintf(big, 64, "{\"image\":\"a\",\"allow\":[\"claude-code\"");
+	for (int i = 0; i < 511; i++) {
+		k += (size_t)snprintf(big + k, 24, ",\"h%d.example\"", i);
+	}
+	memcpy(big + k, "]}", 3);
+	expect_create_fails(big, 400, "more than 512 entries (EGRESS_MAX_ALLOW");
+	free(big);
+}
+
 /* ---------------------------------------------------------------- no fields */
 
 static void test_empty(void **state)
@@ -411,7 +489,7 @@ int main(void)
 		cmocka_unit_test(test_create_defaults), cmocka_unit_test(test_create_fields),
 		cmocka_unit_test(test_create_refused),	cmocka_unit_test(test_exec_ok),
 		cmocka_unit_test(test_exec_refused),	cmocka_unit_test(test_exec_limits),
-		cmocka_unit_test(test_empty),
+		cmocka_unit_test(test_empty),		cmocka_unit_test(test_create_allow),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

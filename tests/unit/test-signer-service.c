@@ -1030,6 +1030,65 @@ static void test_flow_bundles(void **state)
 	}
 }
 
+/* A connection's completion (the network door): bytes each way in the output, duration_ms in the tool.result. */
+static void test_complete_transfer(void **state)
+{
+	struct fixture *f = *state;
+	char dg[RECORD_HASH_STRLEN + 1], *jcs = NULL;
+	struct seen sn = { 0 };
+	json_t *run = reg(f, "xfer"), *d, *r, *events, *ev, *v;
+	json_t *o = json_pack("{s:s,s:{s:s}}", "tool", "WebFetch", "args", "url", "https://example.com:443");
+	uint8_t h[32];
+	static const char *const bad[] = {
+		"\"bytes_up\":9007199254740993,\"bytes_down\":0", /* 2^53 + 1 */
+		"\"bytes_up\":-1,\"bytes_down\":0",
+		"\"bytes_up\":5", /* without bytes_down */
+		"\"bytes_up\":1,\"bytes_down\":\"2\"",
+		"\"duration_ms\":-1",
+		"\"duration_ms\":9007199254740993",
+		"\"duration_ms\":1.5",
+	};
+
+	assert_int_equal(json_jcs_string(o, 1 << 20, &jcs), 0);
+	assert_int_equal(sha256(jcs, strlen(jcs), h), 0);
+	record_hash_format(h, dg);
+	free(jcs);
+	json_decref(o);
+	d = rpc(f,
+		"{\"method\":\"decide\",\"request_id\":\"x-d\",\"run_id\":\"%s\",\"run_token\":\"%s\","
+		"\"tool_call_id\":\"egress-1\",\"tool\":\"WebFetch\",\"args\":{\"url\":\"https://example.com:443\"}}",
+		s(run, "run_id"), s(run, "run_token"));
+	assert_null(err_code(d));
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		r = rpc(f,
+			"{\"method\":\"complete\",\"request_id\":\"x-bad%zu\",\"run_id\":\"%s\",\"run_token\":\"%s\","
+			"\"decision_id\":\"%s\",\"args_digest\":\"%s\",\"status\":\"ok\",%s}",
+			i, s(run, "run_id"), s(run, "run_token"), s(d, "decision_id"), dg, bad[i]);
+		assert_string_equal(err_code(r), "invalid_request");
+		json_decref(r);
+	}
+	/* The largest integer a strict frame carries (2^53 - 1) is taken. */
+	r = rpc(f,
+		"{\"method\":\"complete\",\"request_id\":\"x-c\",\"run_id\":\"%s\",\"run_token\":\"%s\","
+		"\"decision_id\":\"%s\",\"args_digest\":\"%s\",\"status\":\"ok\",\"bytes_up\":517,"
+		"\"bytes_down\":9007199254740991,\"duration_ms\":42}",
+		s(run, "run_id"), s(run, "run_token"), s(d, "decision_id"), dg);
+	assert_null(err_code(r));
+	json_decref(r);
+	close_run_with(f, run, "x-close", NULL);
+	events = check_export(f, run, "VERIFIED", false, &sn);
+	ev = event_of(events, "tool.result", 0);
+	assert_non_null(ev);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(ev, "data"), "duration_ms")), 42);
+	v = json_object_get(json_object_get(json_object_get(ev, "data"), "output"), "value");
+	assert_int_equal(json_integer_value(json_object_get(v, "bytes_up")), 517);
+	assert_int_equal(json_integer_value(json_object_get(v, "bytes_down")), INT64_C(9007199254740991));
+	assert_null(json_object_get(v, "exit_code"));
+	json_decref(events);
+	json_decref(d);
+	json_decref(run);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1045,6 +1104,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_limits, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_max_open_runs, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_flow_bundles, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_complete_transfer, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,61 @@
+#!/bin/sh
+# The network door (egress-door.c) against a real dev signer: init and serve one in a
+# temporary directory, then run the door's test with its socket.
+# usage: egress-door.sh BUILD_DIR
+set -eu
+build=$1
+work=$(mktemp -d)
+pid=
+trap 'if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || :; fi; rm -rf "$work"' EXIT
+"$build/tkbox-signer" init --dev --dir "$work/signer" >/dev/null
+# One rule of the test's own: the signer denies WebFetch to denied.test (the door's signer-deny refusal).
+sed -i "/^deny:\$/a\\
+  - id: TEST-WEB-DENY\\
+    tool: WebFetch\\
+    field: host\\
+    pattern: '^denied\\\\.test\$'\\
+    reason: 'test: a host the signer denies'" "$work/signer/policy.yaml"
+"$build/tkbox-signer" serve --dir "$work/signer" --socket "$work/signer.sock" >"$work/signer.log" 2>&1 &
+pid=$!
+i=0
+until [ -S "$work/signer.sock" ] && "$build/tkbox-signer" status --dir "$work/signer" --socket "$work/signer.sock" \
+	>/dev/null 2>&1; do
+	i=$((i + 1))
+	if [ "$i" -gt 100 ]; then
+		echo "the signer did not start:" >&2
+		cat "$work/signer.log" >&2
+		exit 1
+	fi
+	sleep 0.1
+done
+"$build/tests/daemon/test-daemon-egress" "$work/signer.sock"
+
+# The daemon's flags: every invalid value stops it (exit 2) with a message naming the flag, before it starts.
+refuse() {
+	flag=$1
+	shift
+	rc=0
+	"$build/tkbox-host" daemon --state-dir "$work/state" "$@" >"$work/out" 2>"$work/err" || rc=$?
+	if [ "$rc" -ne 2 ] || ! grep -q -- "$flag" "$work/err"; then
+		echo "tkbox daemon $*: exit $rc, expected 2 and a message naming $flag:" >&2
+		cat "$work/err" >&2
+		exit 1
+	fi
+}
+refuse --egress-block --egress-block 127.1
+refuse --egress-block --egress-block 203.0.113.1/24
+refuse --egress-block --egress-block 192.0.2.0/33
+refuse --egress-block --egress-block 192.0.2.1,
+refuse --resolve --resolve mirror.test
+refuse --resolve --resolve 192.0.2.1=192.0.2.1
+refuse --resolve --resolve mirror.test=0x7f.1
+refuse --resolve --resolve mirror.test=fe80::1%eth0
+set --
+i=0
+while [ "$i" -le 64 ]; do
+	set -- "$@" --resolve "n$i.test=192.0.2.1"
+	i=$((i + 1))
+done
+refuse "at most 64" "$@"
+[ ! -e "$work/state" ] || { echo "a refused flag left a state directory" >&2; exit 1; }
+echo "daemon flags: every invalid value refused"
