@@ -111,6 +111,7 @@ struct box {
 	uint64_t obs_gaps_unrecorded; /* must-keep observations lost whose gap is not recorded yet */
 	struct obsq obs; /* must-keep observations not yet recorded (OBSQ_MAX), drained in order */
 	bool obs_draining; /* one thread sends the queue to the signer at a time */
+	uint64_t obs_pushed, obs_kept; /* observations queued and taken by the signer, in order (cond wakes waiters) */
 	bool obs_failed; /* one was refused or did not fit: the box was stopped */
 	int events_fd;
 	struct events_cap events;
@@ -913,15 +914,16 @@ static void box_stop_wait(struct box *b, const char *reason)
  * thread at a time. When it does not fit in the queue, or the signer refuses
  * or cannot take one, the box is stopped, what was still queued is dropped
  * and the loss is recorded as one tkbox.gap (kind observe) with its count.
- * Returns 0 when this call recorded everything queued up to and including
- * data, 1 when data was queued behind another thread's drain (that thread
- * owns the outcome), < 0 when the box was stopped (err says why). Takes
+ * Returns 0 once data is recorded (by this call, or by another thread's
+ * drain it was queued behind: the call waits for that outcome, so no act
+ * passes before its record), < 0 when the box was stopped (err says why). Takes
  * data's reference. The caller does not hold g.lock.
  */
 static int box_observe_keep(struct box *b, const char *kind, json_t *data, char *err, size_t err_size)
 {
 	_cleanup_free_ char *run_id = NULL, *token = NULL;
 	size_t lost = 0;
+	uint64_t seq;
 	int r = 0;
 
 	pthread_mutex_lock(&g.lock);
@@ -945,9 +947,21 @@ static int box_observe_keep(struct box *b, const char *kind, json_t *data, char 
 		lost = 1;
 		goto failed;
 	}
+	seq = ++b->obs_pushed;
 	if (b->obs_draining) {
+		/* Another thread is sending: wait for the outcome of ours (a must-keep record is kept before we act). */
+		while (b->obs_kept < seq && !b->obs_failed) {
+			pthread_cond_wait(&b->cond, &g.lock);
+		}
+		r = b->obs_kept >= seq ? 0 : -EIO;
 		pthread_mutex_unlock(&g.lock);
-		return 1;
+		if (r < 0) {
+			(void)snprintf(err, err_size,
+				       "%s could not be kept (the records before it were refused); the box "
+				       "was stopped",
+				       kind);
+		}
+		return r;
 	}
 	b->obs_draining = true;
 	run_id = b->run_id ? strdup(b->run_id) : NULL;
@@ -969,6 +983,8 @@ static int box_observe_keep(struct box *b, const char *kind, json_t *data, char 
 			break;
 		}
 		obsq_pop(&b->obs);
+		b->obs_kept++;
+		pthread_cond_broadcast(&b->cond);
 	}
 	b->obs_draining = false;
 	if (r >= 0) {
@@ -978,6 +994,7 @@ static int box_observe_keep(struct box *b, const char *kind, json_t *data, char 
 	lost = obsq_clear(&b->obs);
 failed:
 	b->obs_failed = true;
+	pthread_cond_broadcast(&b->cond);
 	box_stop_wait(b, "a record of the box could not be kept");
 	/* A signer past its deadline would not take the gap now either: it is recorded when it answers again. */
 	if (r == -ETIMEDOUT) {
@@ -2625,54 +2642,45 @@ static void api_approvals(struct conn *c, const char *unused)
 }
 
 /* POST /v1/approvals/{id}/approve|reject, by a person on the host: the API caller's uid is the approver. */
-static void approval_answer(struct conn *c, bool approve)
+static void approval_answer(struct conn *c, const char *id, bool approve)
 {
 	char approver[32], state[32];
-	struct api_match m;
-	struct api_error e;
 	int r;
 
-	/* The handlers get the {box} segment; the {id} one is read from the same route. */
-	if (api_route(c->req.method, c->req.target, &m, &e) < 0 || !m.id[0]) {
-		respond_error(c->fd, 400, "bad_request", NULL, "not an approval id (tkbox approvals lists them)");
-		return;
-	}
 	(void)snprintf(approver, sizeof(approver), "uid:%u", (unsigned)c->uid);
-	r = egress_approve_answer(m.id, approve, approver, state, sizeof(state));
+	r = egress_approve_answer(id, approve, approver, state, sizeof(state));
 	if (r == -ENOENT) {
 		respond_error(c->fd, 404, "no_such_approval", NULL,
 			      "no approval %s (tkbox approvals lists the pending ones; an answered one is forgotten "
 			      "after 10 minutes)",
-			      m.id);
+			      id);
 	} else if (r == -EALREADY) {
 		respond_error(c->fd, 409, "already_answered", json_pack("{s:s}", "state", state),
 			      "approval %s is already %s; when the agent retries, a new one appears in tkbox approvals",
-			      m.id, state);
+			      id, state);
 	} else if (r == -EIO) {
 		respond_error(c->fd, 503, "not_recorded", json_pack("{s:s}", "state", state),
 			      "approval %s could not be recorded (tkbox.approval), so nothing passes; the box was "
 			      "stopped (tkbox ls shows why)",
-			      m.id);
+			      id);
 	} else if (r < 0) {
-		respond_error(c->fd, 500, "internal", NULL, "approval %s: %s", m.id, tk_strerror(r));
+		respond_error(c->fd, 500, "internal", NULL, "approval %s: %s", id, tk_strerror(r));
 	} else {
-		respond_json(c->fd, 200, json_pack("{s:s,s:s}", "id", m.id, "state", state));
+		respond_json(c->fd, 200, json_pack("{s:s,s:s}", "id", id, "state", state));
 	}
 }
 
-static void api_approve(struct conn *c, const char *unused)
+static void api_approve(struct conn *c, const char *id)
 {
-	(void)unused;
-	approval_answer(c, true);
+	approval_answer(c, id, true);
 }
 
-static void api_reject(struct conn *c, const char *unused)
+static void api_reject(struct conn *c, const char *id)
 {
-	(void)unused;
-	approval_answer(c, false);
+	approval_answer(c, id, false);
 }
 
-/* The handler of each route of api_routes[] (api-proto.c); each gets the {box} segment, or "". */
+/* The handler of each route of api_routes[] (api-proto.c); each gets the {box} or {id} segment, or "". */
 static void (*const api_handlers[API_OP_COUNT])(struct conn *c, const char *box) = {
 	[API_OP_INFO] = api_info,	[API_OP_LIST] = api_list,     [API_OP_CREATE] = api_create,
 	[API_OP_SHOW] = api_show,	[API_OP_RM] = api_rm,	      [API_OP_EXEC] = api_exec,
@@ -2695,7 +2703,7 @@ static void route(struct conn *c)
 		respond_api_error(c, &e);
 		return;
 	}
-	api_handlers[m.op](c, m.box);
+	api_handlers[m.op](c, m.id[0] ? m.id : m.box);
 }
 
 static void *conn_thread(void *arg)
