@@ -241,7 +241,14 @@ int egress_resolve_name(const char *name, struct egress_addr *ret, size_t max, s
 		return -EIO;
 	}
 	/* The host's resolver configuration (resolv.conf, hosts), read afresh for each name. */
-	r = ares_init_options(&ch, &opts, ARES_OPT_TIMEOUTMS | ARES_OPT_TRIES);
+	/*
+	 * No search list: the name is looked up exactly as decided, never with the
+	 * host's search domains appended (x.allowed.test must not become
+	 * x.allowed.test.corp.example, a name nobody allowed).
+	 */
+	opts.domains = NULL;
+	opts.ndomains = 0;
+	r = ares_init_options(&ch, &opts, ARES_OPT_TIMEOUTMS | ARES_OPT_TRIES | ARES_OPT_DOMAINS);
 	if (r != ARES_SUCCESS) {
 		(void)snprintf(err, err_size, "the resolver did not start (%s)", ares_strerror(r));
 		return -EIO;

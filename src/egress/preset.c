@@ -182,6 +182,10 @@ int egress_url_entry(const char *url, size_t n, char out[EGRESS_ENTRY_TEXT_MAX])
 	if (r < 0) {
 		return -EBADMSG;
 	}
+	/* A one-label name ("intranet") is what a host's search domains would complete: never from an image. */
+	if (e.host.kind == EGRESS_HOST_NAME && !strchr(e.host.name, '.')) {
+		return -EBADMSG;
+	}
 	if (e.port == dflt) {
 		e.port = 0; /* a host entry covers 80 and 443 already */
 	}
