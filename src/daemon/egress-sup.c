@@ -40,12 +40,15 @@ struct es {
 	bool retry; /* ES_HELLO reads the second ClientHello */
 	bool srv_seen; /* origin bytes went to the guest before the ClientHello was read (plain) */
 	bool guest_fin, shut_wr, origin_eof, fin_sent;
+	bool framed; /* absolute form: only the request's body goes (fwd), nothing after it */
+	bool body_done; /* the body's end is in: later guest bytes are dropped */
+	struct egress_body body;
 	struct egress_head head;
 	struct buf hdr; /* the rewritten head (absolute form), written before in */
 	struct buf in; /* guest bytes not yet written to the origin */
 	struct buf down; /* origin bytes not yet sent to the guest */
-	size_t fwd; /* ES_HELLO/ES_SERVER: bytes of in that may go now */
-	size_t fed; /* ES_HELLO: bytes of in the ClientHello reader has taken */
+	size_t fwd; /* ES_HELLO/ES_SERVER, framed ES_RELAY: bytes of in that may go now */
+	size_t fed; /* ES_HELLO: bytes of in the ClientHello reader has taken; framed: the body reader */
 	struct egress_ch_reader *ch;
 	struct egress_ch_info first;
 	uint32_t owed; /* credit to return to the guest */
@@ -63,6 +66,12 @@ struct egress_sup {
 	bool stopping;
 	char why[256]; /* the violation, when there was one */
 	int64_t next_conn;
+	/* The proxy's own refusals told to the daemon: at most EGRESS_SUP_REFUSED_PER_S a second, then a summary. */
+	uint64_t ref_win_ms; /* the second counted */
+	unsigned ref_n; /* told in it */
+	unsigned ref_dropped; /* not told one by one in it */
+	bool ref_mixed; /* of more than one rule */
+	char ref_rule[SUPMSG_MAX_RULE + 1]; /* the first rule not told */
 	struct es s[EGRESS_SUP_SLOTS];
 	struct es *map[EGRESS_SUP_POLL_MAX]; /* what egress_sup_fill listed, after the port */
 	uint8_t scratch[EGRESS_MAX_DATA];
@@ -213,10 +222,52 @@ static void es_respond(struct egress_sup *e, struct es *x, int64_t status, const
 	send_close(e, x, EGRESS_CLOSE_REFUSED);
 }
 
+/* The refusals of the second that ended and were not told one by one: one egress_refused, rule "suppressed". */
+static void refused_summary(struct egress_sup *e)
+{
+	char msg[SUPMSG_MAX_TEXT];
+	struct supmsg m = { .op = SUPMSG_EGRESS_REFUSED, .rule = "suppressed", .message = msg };
+
+	if (e->ref_dropped == 0) {
+		return;
+	}
+	(void)snprintf(msg, sizeof(msg),
+		       "%u more refusals by the proxy in the last second (rule %s%s) were not recorded one by one: at "
+		       "most %d a second are (EGRESS_SUP_REFUSED_PER_S). Something in the box keeps sending requests "
+		       "the proxy refuses; see what runs in it",
+		       e->ref_dropped, e->ref_rule, e->ref_mixed ? " and others" : "", EGRESS_SUP_REFUSED_PER_S);
+	e->ref_dropped = 0;
+	e->ref_mixed = false;
+	if (e->host.send(e->host.ctx, &m) < 0) {
+		log_warn("egress: the summary of %s refusals could not be told to the daemon", e->ref_rule);
+	}
+}
+
+/* A new second: what the last one held back is summed up. */
+static void refused_tick(struct egress_sup *e, uint64_t now)
+{
+	if (now - e->ref_win_ms >= 1000) {
+		refused_summary(e);
+		e->ref_win_ms = now;
+		e->ref_n = 0;
+	}
+}
+
+/* The proxy refused a request itself: tell the daemon (tkbox.egress), EGRESS_SUP_REFUSED_PER_S a second at most. */
 static void tell_refused(struct egress_sup *e, const char *rule, const char *message, const struct es *x)
 {
 	struct supmsg m = { .op = SUPMSG_EGRESS_REFUSED, .rule = (char *)rule, .message = (char *)message };
 
+	refused_tick(e, clock_mono_ms());
+	if (e->ref_n >= EGRESS_SUP_REFUSED_PER_S) {
+		if (e->ref_dropped++ == 0) {
+			(void)snprintf(e->ref_rule, sizeof(e->ref_rule), "%s", rule);
+		} else if (strcmp(rule, e->ref_rule) != 0) {
+			e->ref_mixed = true;
+		}
+		return;
+	}
+	e->ref_n++;
 	if (x && x->head.host.name[0]) {
 		m.host = (char *)x->head.host.name;
 		m.port = x->head.port;
@@ -246,7 +297,7 @@ static void es_refuse_head(struct egress_sup *e, struct es *x, int err, const ch
 			       reason ? reason : "malformed request head");
 	}
 	es_respond(e, x, err == -EACCES ? 403 : 400, rule, msg);
-	tell_refused(e, rule, msg, NULL);
+	tell_refused(e, rule, msg, x); /* the parser names the target of a door's rule (-EACCES) */
 	es_free(x);
 }
 
@@ -296,18 +347,68 @@ static const char *method_name(enum egress_method m)
 	return (unsigned)m < ARRAY_SIZE(names) ? names[m] : "GET";
 }
 
-static bool hop_header(const char *p, size_t n)
+/* Whether the header line p[0..n) is named name (case-insensitive). */
+static bool header_is(const char *p, size_t n, const char *name)
 {
-	static const char *const drop[] = { "proxy-connection", "proxy-authorization", "connection" };
+	const char *colon = memchr(p, ':', n);
+	size_t k = colon ? (size_t)(colon - p) : n;
+
+	return k == strlen(name) && strncasecmp(p, name, k) == 0;
+}
+
+/* Whether a Connection header among the lines h[0..n) names the field name[0..k). */
+static bool connection_names(const char *h, size_t n, const char *name, size_t k)
+{
+	for (const char *p = h, *end = h + n; p < end;) {
+		const char *le = memmem(p, (size_t)(end - p), "\r\n", 2);
+		size_t ln = le ? (size_t)(le - p) : (size_t)(end - p);
+		if (header_is(p, ln, "connection")) {
+			const char *v = (const char *)memchr(p, ':', ln) + 1, *ve = p + ln;
+			while (v < ve) {
+				const char *c = memchr(v, ',', (size_t)(ve - v)), *te = c ? c : ve;
+				while (v < te && (*v == ' ' || *v == '\t')) {
+					v++;
+				}
+				size_t tn = (size_t)(te - v);
+				while (tn > 0 && (v[tn - 1] == ' ' || v[tn - 1] == '\t')) {
+					tn--;
+				}
+				if (tn == k && strncasecmp(v, name, k) == 0) {
+					return true;
+				}
+				v = c ? c + 1 : ve;
+			}
+		}
+		p = le ? le + 2 : end;
+	}
+	return false;
+}
+
+/*
+ * The hop-by-hop headers the proxy does not pass on: its own, the ones RFC
+ * 9110 section 7.6.1 names, and any the client's Connection header names
+ * (but never Host or the body's framing, which the proxy forwards by).
+ */
+static bool hop_header(const char *p, size_t n, const char *lines, size_t lines_n)
+{
+	static const char *const drop[] = { "proxy-connection", "proxy-authorization", "connection",
+					    "upgrade",		"keep-alive",	       "te",
+					    "trailer" };
+	static const char *const keep[] = { "host", "content-length", "transfer-encoding" };
 	const char *colon = memchr(p, ':', n);
 	size_t k = colon ? (size_t)(colon - p) : n;
 
 	for (size_t i = 0; i < ARRAY_SIZE(drop); i++) {
-		if (k == strlen(drop[i]) && strncasecmp(p, drop[i], k) == 0) {
+		if (header_is(p, n, drop[i])) {
 			return true;
 		}
 	}
-	return false;
+	for (size_t i = 0; i < ARRAY_SIZE(keep); i++) {
+		if (header_is(p, n, keep[i])) {
+			return false;
+		}
+	}
+	return connection_names(lines, lines_n, p, k);
 }
 
 /* Absolute form to origin form: the path, the headers but the proxy's own, "Connection: close". */
@@ -324,12 +425,13 @@ static int es_rewrite(struct es *x)
 	    : x->head.path_len ? buf_put(&x->hdr, h + x->head.path_off, x->head.path_len)
 			       : buf_put(&x->hdr, "/", 1);
 	r = r < 0 ? r : buf_putf(&x->hdr, " HTTP/1.1\r\n");
+	const char *lines = p + 2;
 	for (p += 2; r >= 0 && p < end;) {
 		const char *le = memmem(p, (size_t)(end - p) + 2, "\r\n", 2);
 		if (!le) {
 			return -EBADMSG;
 		}
-		if (!hop_header(p, (size_t)(le - p))) {
+		if (!hop_header(p, (size_t)(le - p), lines, (size_t)(end - lines))) {
 			r = buf_put(&x->hdr, p, (size_t)(le - p) + 2);
 		}
 		p = le + 2;
@@ -420,12 +522,20 @@ static void es_hello(struct egress_sup *e, struct es *x)
 /* ES_SERVER: the server's first bytes say whether a second ClientHello comes. */
 static void es_server(struct egress_sup *e, struct es *x)
 {
-	const uint8_t *p = buf_ptr(&x->down);
 	size_t n = buf_len(&x->down);
-	int r = egress_tls_is_hrr(p, n);
+	int r = egress_tls_is_hrr(buf_ptr(&x->down), n);
 
 	/* Bytes that cannot open a ServerHello (an alert, not TLS) decide at once: no wait for 43 of them. */
-	if (r == -ENODATA && !x->origin_eof && (n == 0 || (p[0] == 0x16 && (n < 6 || p[5] == 0x02)))) {
+	if (r == -ENODATA && !x->origin_eof) {
+		return;
+	}
+	if (r == -EBADMSG || (r == -ENODATA && n > 0)) {
+		/* Fail-closed: whether a second ClientHello comes cannot be told from these bytes. */
+		es_tunnel_refuse(
+			e, x, "tls-malformed",
+			"the server's first TLS record does not hold a whole ServerHello opening (type, length, "
+			"version and random: 38 bytes, EGRESS_TLS_HRR_MIN), so whether a second ClientHello "
+			"follows cannot be checked; the tunnel was ended");
 		return;
 	}
 	if (r == 1) {
@@ -437,6 +547,34 @@ static void es_server(struct egress_sup *e, struct es *x)
 		return;
 	}
 	x->state = ES_RELAY;
+}
+
+/*
+ * Absolute form: the request's body, framed as its head says, may go, and
+ * nothing after it (a pipelined second request would reach the decided
+ * origin unchecked). A malformed chunk framing ends the stream.
+ */
+static void es_body(struct egress_sup *e, struct es *x)
+{
+	const char *why = NULL;
+	size_t used = 0;
+	int r;
+
+	if (x->body_done) {
+		return;
+	}
+	r = egress_body_feed(&x->body, buf_ptr(&x->in) + x->fed, buf_len(&x->in) - x->fed, &used, &why);
+	if (r < 0) {
+		char msg[SUPMSG_MAX_TEXT];
+		(void)snprintf(msg, sizeof(msg),
+			       "the request to %s:%u was ended: %s; the proxy forwards a body only with valid framing",
+			       x->head.host.name, x->head.port, why);
+		es_finish(e, x, EGRESS_CLOSE_RESET, "malformed-request", msg);
+		return;
+	}
+	x->fed += used;
+	x->fwd = x->fed;
+	x->body_done = r == 1;
 }
 
 /* Guest bytes to the origin: the rewritten head, then what the state lets go. 0, or -errno of the socket. */
@@ -451,7 +589,7 @@ static int es_push_up(struct es *x)
 		x->up += (uint64_t)n;
 	}
 	for (;;) {
-		size_t limit = x->state == ES_RELAY ? buf_len(&x->in) : MIN(x->fwd, buf_len(&x->in));
+		size_t limit = x->state == ES_RELAY && !x->framed ? buf_len(&x->in) : MIN(x->fwd, buf_len(&x->in));
 		ssize_t n;
 		if (limit == 0) {
 			break;
@@ -465,6 +603,9 @@ static int es_push_up(struct es *x)
 		x->up += (uint64_t)n;
 		x->fwd -= MIN(x->fwd, (size_t)n);
 		x->fed -= MIN(x->fed, (size_t)n);
+	}
+	if (x->framed && x->body_done && x->fwd == 0) {
+		buf_reset(&x->in); /* after the request: never forwarded, its credit never returned */
 	}
 	if (x->state == ES_RELAY && x->guest_fin && !x->shut_wr && buf_len(&x->in) == 0) {
 		if (shutdown(x->fd, SHUT_WR) < 0 && errno != ENOTCONN) {
@@ -526,7 +667,8 @@ static bool es_wants_read(const struct es *x)
 static bool es_wants_write(const struct es *x)
 {
 	return x->fd >= 0 &&
-	       (buf_len(&x->hdr) > 0 || (x->state == ES_RELAY ? buf_len(&x->in) : MIN(x->fwd, buf_len(&x->in))) > 0);
+	       (buf_len(&x->hdr) > 0 ||
+		(x->state == ES_RELAY && !x->framed ? buf_len(&x->in) : MIN(x->fwd, buf_len(&x->in))) > 0);
 }
 
 /* Move a dialled stream on: bytes, credit, the server's first bytes, FIN and the end. */
@@ -620,6 +762,9 @@ static int on_open(struct egress_sup *e, uint32_t id)
 
 static int on_data(struct egress_sup *e, struct es *x, const struct egress_frame *f)
 {
+	if (x->framed && x->body_done) {
+		return 0; /* after the request's body: never forwarded (the origin was told Connection: close) */
+	}
 	if (buf_put(&x->in, f->data, f->len) < 0) {
 		return violation(e, "DATA past the credit the host granted");
 	}
@@ -628,6 +773,8 @@ static int on_data(struct egress_sup *e, struct es *x, const struct egress_frame
 		es_head(e, x);
 	} else if (x->state == ES_HELLO) {
 		es_hello(e, x);
+	} else if (x->framed) {
+		es_body(e, x);
 	}
 	return 0;
 }
@@ -758,6 +905,10 @@ static void es_dial(struct egress_sup *e, struct es *x, const struct supmsg *m, 
 			return;
 		}
 		x->state = ES_RELAY;
+		x->framed = true;
+		x->fwd = x->fed = 0;
+		egress_body_init(&x->body, &x->head);
+		es_body(e, x);
 		return;
 	}
 	(void)buf_consume(&x->in, x->head.head_len);
@@ -799,6 +950,7 @@ int egress_sup_message(struct egress_sup *e, const struct supmsg *m, int *fd)
 
 void egress_sup_stop(struct egress_sup *e)
 {
+	refused_summary(e);
 	e->stopping = true;
 	for (size_t i = 0; i < ARRAY_SIZE(e->s); i++) {
 		struct es *x = &e->s[i];
@@ -848,6 +1000,7 @@ int egress_sup_handle(struct egress_sup *e, const struct pollfd *p, size_t n)
 {
 	int r = 0;
 
+	refused_tick(e, clock_mono_ms());
 	for (size_t i = 1; i < n; i++) {
 		struct es *x = e->map[i - 1];
 		if (x->state == ES_FREE || x->fd != p[i].fd || !p[i].revents) {
@@ -880,6 +1033,16 @@ int egress_sup_handle(struct egress_sup *e, const struct pollfd *p, size_t n)
 		r = port_flush(e);
 	}
 	return r;
+}
+
+int egress_sup_timeout(const struct egress_sup *e)
+{
+	uint64_t now = clock_mono_ms(), end = e->ref_win_ms + 1000;
+
+	if (e->ref_dropped == 0) {
+		return -1;
+	}
+	return now >= end ? 0 : (int)(end - now);
 }
 
 bool egress_sup_pending(const struct egress_sup *e)

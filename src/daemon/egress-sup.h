@@ -31,6 +31,7 @@
 #define EGRESS_SUP_OUT_MAX ((size_t)4 << 20) /* bytes queued towards the guest */
 #define EGRESS_SUP_OUT_DATA_MAX ((size_t)1 << 20) /* no more origin bytes are read past this queue */
 #define EGRESS_SUP_STOPPING "the box is stopping (egress closed)"
+#define EGRESS_SUP_REFUSED_PER_S 10 /* the proxy's own refusals told one by one a second; then one summary */
 
 struct egress_sup;
 
@@ -55,6 +56,12 @@ size_t egress_sup_fill(struct egress_sup *e, struct pollfd *p, size_t max);
  * (the port closed): the box's egress is over, stop the box.
  */
 _wur_ int egress_sup_handle(struct egress_sup *e, const struct pollfd *p, size_t n);
+
+/*
+ * Milliseconds until the proxy has something to tell the daemon without any
+ * fd being ready (the summary of refusals held back this second), or -1.
+ */
+int egress_sup_timeout(const struct egress_sup *e);
 
 /* True when guest bytes already read wait for the next turn (poll with a zero timeout). */
 bool egress_sup_pending(const struct egress_sup *e);

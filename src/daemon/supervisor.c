@@ -27,6 +27,7 @@
 #define SUP_KILL_GRACE_MS 10000 /* a killed command has this long to end in the guest */
 #define SUP_MAX_IGNORED_KILLS 3 /* commands a guest may leave running after their kill before its box is stopped */
 #define SUP_TIMED_OUT_HOST "the command ran past its time limit; the box did not stop the command, so the host ended it"
+#define SUP_DAEMON_GONE "the daemon went away"
 #define SUP_AGENT_EVENTS_PER_TURN 256 /* guest events handled before the daemon and the clients get a turn */
 
 struct sx {
@@ -664,6 +665,14 @@ static void stop_box(struct sup *s, const char *reason)
 	uint64_t until = now_ms() + 3000;
 	int r;
 
+	/*
+	 * A stop of our own (lifetime, ignored kills, the agent lost, an
+	 * internal error) is told at once, not ~23 s later with stopped: the
+	 * daemon closes egress now, so no conn it still decides on is dialled.
+	 */
+	if (!s->stopping && strcmp(reason, "stop") != 0 && strcmp(reason, SUP_DAEMON_GONE) != 0) {
+		send_event(s, "box.stopping", reason);
+	}
 	s->stopping = true;
 	s->stop_reason = reason;
 	/* Egress closes the moment a stop begins: tunnels are cut, later OPENs refused. */
@@ -964,6 +973,9 @@ int supervisor_main(int fd)
 		if (pending_stdin) {
 			timeout = MIN(timeout, 10); /* queued towards the agent: come back to flush it */
 		}
+		if (egress_sup_timeout(s.egress) >= 0) {
+			timeout = MIN(timeout, egress_sup_timeout(s.egress)); /* the proxy's refusal summary */
+		}
 		if (agent_more || agent_client_buffered(s.box->agent) || egress_sup_pending(s.egress)) {
 			timeout = 0; /* guest frames already read (or a full turn of them): no waiting */
 		}
@@ -989,7 +1001,7 @@ int supervisor_main(int fd)
 			r = ipc_recv(s.ctl, &s.msg, fds, IPC_MAX_FDS, &nfds);
 			if (r < 0) {
 				/* The daemon is gone: nobody is left to record what the box does. */
-				stop_box(&s, "the daemon went away");
+				stop_box(&s, SUP_DAEMON_GONE);
 				break;
 			}
 			r = ctl_message(&s, fds, nfds);

@@ -46,7 +46,9 @@ static const struct op_rule {
 			   -1, CN_NONE },
 	[SUPMSG_STOPPED] = { "stopped", SUPMSG_TO_DAEMON, S(SUPMON_UP) | S(SUPMON_STOPPING), EX_NONE, SUPMON_OVER,
 			     CN_NONE },
-	[SUPMSG_EGRESS_OPEN] = { "egress_open", SUPMSG_TO_DAEMON, S(SUPMON_UP), EX_NONE, -1, CN_NEW },
+	/* Also while stopping: the proxy may have asked before it read the stop (the daemon answers 503). */
+	[SUPMSG_EGRESS_OPEN] = { "egress_open", SUPMSG_TO_DAEMON, S(SUPMON_UP) | S(SUPMON_STOPPING), EX_NONE, -1,
+				 CN_NEW },
 	[SUPMSG_EGRESS_DIAL] = { "egress_dial", SUPMSG_TO_SUPERVISOR, S(SUPMON_UP), EX_NONE, -1, CN_DIAL },
 	[SUPMSG_EGRESS_REFUSE] = { "egress_refuse", SUPMSG_TO_SUPERVISOR, S(SUPMON_UP) | S(SUPMON_STOPPING), EX_NONE,
 				   -1, CN_REFUSE },
@@ -64,6 +66,7 @@ static const char *const events[] = {
 	"box.lifetime",
 	"box.protocol_violation",
 	"box.shutdown_unclean",
+	"box.stopping", /* the supervisor began a stop itself: egress closes in the daemon now */
 	NULL,
 };
 

@@ -180,7 +180,8 @@ void supmsg_release(struct supmsg *m);
  *   done       to daemon   UP, STOPPING            exec N open -> done (once per exec)
  *   event      to daemon   BOOTING, UP, STOPPING   -
  *   stopped    to daemon   UP, STOPPING            OVER
- *   egress_open    to daemon   UP                  conn N asked (N not known already, at most SUPMON_MAX_CONNS known)
+ *   egress_open    to daemon   UP, STOPPING        conn N asked (N not known already, at most SUPMON_MAX_CONNS known;
+ *                                                  while stopping: sent before the stop was read, refused 503)
  *   egress_dial    to sup.     UP                  conn N asked -> dialled (egress closes the moment a stop begins)
  *   egress_refuse  to sup.     UP, STOPPING        conn N asked -> forgotten
  *   egress_done    to daemon   UP, STOPPING        conn N dialled -> forgotten

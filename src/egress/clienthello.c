@@ -11,6 +11,20 @@
 #define EXT_SERVER_NAME 0x0000
 #define EXT_ECH 0xfe0d
 #define EXT_ECH_OUTER 0xfd00
+#define EXT_ESNI 0xffce /* encrypted_server_name, draft-ietf-tls-esni-00..05 */
+
+/*
+ * Every codepoint an encrypted ClientHello or server name has used: ESNI,
+ * the ECH drafts' encrypted_client_hello (06/07: 0xff02, with ech_nonce
+ * 0xff03 and outer_extensions 0xff04; 08..12: 0xfe08..0xfe0c; 13 on and
+ * RFC 9849: 0xfe0d) and ech_outer_extensions. A client speaking an old draft
+ * hides its server name as well as a current one.
+ */
+static bool ext_encrypted(uint16_t type)
+{
+	return type == EXT_ECH || type == EXT_ECH_OUTER || type == EXT_ESNI || (type >= 0xfe08 && type <= 0xfe0c) ||
+	       (type >= 0xff02 && type <= 0xff04);
+}
 
 void egress_ch_init(struct egress_ch_reader *r)
 {
@@ -98,7 +112,7 @@ static int parse_extensions(struct egress_ch_reader *r, struct buf *b, struct eg
 			return fail(r, -EBADMSG, "a ClientHello extension appears twice");
 		}
 		r->seen[type / 8] |= (uint8_t)(1u << (type % 8));
-		if (type == EXT_ECH || type == EXT_ECH_OUTER) {
+		if (ext_encrypted(type)) {
 			return fail(r, -EACCES,
 				    "an encrypted ClientHello (ECH, GREASE included) hides the server name; "
 				    "turn ECH off in the client");
@@ -280,11 +294,27 @@ int egress_tls_is_hrr(const uint8_t *p, size_t n)
 					 0x02, 0x1e, 0x65, 0xb8, 0x91, 0xc2, 0xa2, 0x11, 0x16, 0x7a, 0xbb,
 					 0x8c, 0x5e, 0x07, 0x9e, 0x09, 0xe2, 0xc8, 0xa8, 0x33, 0x9c };
 
-	if (n < 5 + 4 + 2 + 32) {
+	if (n == 0) {
 		return -ENODATA;
 	}
-	if (p[0] != TLS_HANDSHAKE || p[1] != 3 || p[5] != HS_SERVER_HELLO) {
-		return 0;
+	if (p[0] != TLS_HANDSHAKE) {
+		return 0; /* an alert, or not TLS: no handshake follows from this server */
+	}
+	if (n < 5) {
+		return -ENODATA;
+	}
+	/* The first record must hold the ServerHello's type, length, version and random: never judged in parts. */
+	if (p[1] != 3 || ((size_t)p[3] << 8 | p[4]) < EGRESS_TLS_HRR_MIN) {
+		return -EBADMSG;
+	}
+	if (n < 6) {
+		return -ENODATA;
+	}
+	if (p[5] != HS_SERVER_HELLO) {
+		return -EBADMSG;
+	}
+	if (n < 5 + EGRESS_TLS_HRR_MIN) {
+		return -ENODATA;
 	}
 	return memcmp(p + 11, hrr, sizeof(hrr)) == 0 ? 1 : 0;
 }

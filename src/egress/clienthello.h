@@ -17,7 +17,8 @@
  * message other than ClientHello, bytes after the ClientHello in its last
  * record, a malformed ClientHello, a duplicated extension (-EBADMSG); a
  * ClientHello larger than EGRESS_CH_MAX (-E2BIG); two server names, an
- * encrypted ClientHello (extension 0xfe0d, GREASE ECH included) or
+ * encrypted ClientHello (extension 0xfe0d, GREASE ECH included, and the
+ * drafts' codepoints 0xfe08..0xfe0c, 0xff02..0xff04), ESNI 0xffce or
  * ech_outer_extensions 0xfd00 (-EACCES).
  */
 
@@ -67,9 +68,16 @@ _wur_ int egress_ch_check_retry(const struct egress_ch_info *first, const struct
 
 /*
  * Whether the server's first bytes p[0..n) open with a HelloRetryRequest
- * (a ServerHello whose random is RFC 8446's HRR value): 1 yes, 0 no,
- * -ENODATA when fewer than 43 bytes are there yet.
+ * (a ServerHello whose random is RFC 8446's HRR value): 1 yes; 0 no (a
+ * ServerHello with another random, or a first record that is not a
+ * handshake: an alert, not TLS); -ENODATA when more bytes are needed to say
+ * (at most 43); -EBADMSG a first handshake record that cannot be judged
+ * alone: shorter than EGRESS_TLS_HRR_MIN bytes (the ServerHello split across
+ * records) or not opening with a ServerHello. Fail-closed: the caller ends
+ * the tunnel, so a split HelloRetryRequest never lets a second ClientHello
+ * through unread.
  */
+#define EGRESS_TLS_HRR_MIN 38 /* handshake bytes: type, length, version, random */
 _wur_ int egress_tls_is_hrr(const uint8_t *p, size_t n);
 
 #endif

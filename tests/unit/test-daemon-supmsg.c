@@ -468,15 +468,38 @@ static void test_egress_monitor(void **state)
 	open = egress_open_msg(2 + SUPMON_MAX_CONNS);
 	assert_int_equal(supmon_apply(&mon, SUPMSG_TO_DAEMON, &open, &why), -EPROTO);
 	assert_non_null(strstr(why, "SUPMON_MAX_CONNS"));
-	/* Stopping: no new conn and no dial, but an asked conn may still be refused, and ends still come. */
+	/*
+	 * Stopping: no dial, but an asked conn may still be refused, and ends
+	 * still come. An open the proxy sent before it read the stop is no
+	 * breach (the daemon answers it 503): it passes, and only a refusal
+	 * may answer it.
+	 */
 	assert_int_equal(send(&mon, &stop), 0);
 	assert_int_equal(supmon_apply(&mon, SUPMSG_TO_SUPERVISOR, &refuse, &why), 0);
 	open = egress_open_msg(5000);
-	assert_int_equal(supmon_apply(&mon, SUPMSG_TO_DAEMON, &open, &why), -EPROTO);
+	assert_int_equal(supmon_apply(&mon, SUPMSG_TO_DAEMON, &open, &why), 0);
+	dial.conn = 5000;
+	assert_int_equal(supmon_apply(&mon, SUPMSG_TO_SUPERVISOR, &dial, &why), -EPROTO);
 	assert_non_null(strstr(why, "state"));
 	dial.conn = 3;
 	assert_int_equal(supmon_apply(&mon, SUPMSG_TO_SUPERVISOR, &dial, &why), -EPROTO);
 	assert_non_null(strstr(why, "state"));
+	refuse.conn = 5000;
+	assert_int_equal(supmon_apply(&mon, SUPMSG_TO_SUPERVISOR, &refuse, &why), 0);
+	/* The cap still holds while stopping. */
+	for (int64_t i = 6000; mon.nc < SUPMON_MAX_CONNS; i++) {
+		open = egress_open_msg(i);
+		assert_int_equal(supmon_apply(&mon, SUPMSG_TO_DAEMON, &open, &why), 0);
+	}
+	open = egress_open_msg(9999);
+	assert_int_equal(supmon_apply(&mon, SUPMSG_TO_DAEMON, &open, &why), -EPROTO);
+	assert_non_null(strstr(why, "SUPMON_MAX_CONNS"));
+	/* A stop the supervisor began itself is told before stopped. */
+	assert_int_equal(receive(&mon,
+				 "{\"op\":\"event\",\"event\":\"box.stopping\",\"detail\":\"the box reached its "
+				 "lifetime limit\"}",
+				 &why),
+			 0);
 	assert_int_equal(receive(&mon, "{\"op\":\"egress_refused\",\"rule\":\"a\",\"message\":\"m\"}", &why), 0);
 }
 

@@ -236,6 +236,24 @@ static void test_ech_refused(void **state)
 	en = ext_sni(exts, one, 1);
 	en += ext(exts + en, 0xfe0d, grease, sizeof(grease));
 	assert_int_equal(feed_exts(en, 13, &info), -EACCES);
+	/* ESNI and the ECH drafts' codepoints hide the name as well; their neighbours do not. */
+	static const uint16_t old[] = { 0xffce, 0xfe08, 0xfe09, 0xfe0a, 0xfe0b, 0xfe0c, 0xff02, 0xff03, 0xff04 };
+	for (size_t i = 0; i < ARRAY_SIZE(old); i++) {
+		en = ext_sni(exts, one, 1);
+		en += ext(exts + en, old[i], grease, 40);
+		if (feed_exts(en, 16384, &info) != -EACCES) {
+			fail_msg("extension 0x%04x passed", old[i]);
+		}
+		assert_non_null(strstr(reason, "encrypted ClientHello"));
+	}
+	static const uint16_t fine[] = { 0xfe07, 0xfe0e, 0xff01, 0xff05, 0xffcd, 0xffcf };
+	for (size_t i = 0; i < ARRAY_SIZE(fine); i++) {
+		en = ext_sni(exts, one, 1);
+		en += ext(exts + en, fine[i], i == 2 ? "\x00" : "", i == 2 ? 1 : 0);
+		if (feed_exts(en, 16384, &info) != 1) {
+			fail_msg("extension 0x%04x refused: %s", fine[i], reason);
+		}
+	}
 }
 
 static void test_not_tls_and_malformed(void **state)
@@ -311,6 +329,23 @@ static void test_hello_retry(void **state)
 	memcpy(sh + 11, hrr, 32);
 	assert_int_equal(egress_tls_is_hrr(sh, sizeof(sh)), 1);
 	assert_int_equal(egress_tls_is_hrr(sh, 42), -ENODATA);
+	assert_int_equal(egress_tls_is_hrr(sh, 0), -ENODATA);
+	/* The HRR split across records: its first record is too short to judge, refused (not taken for no HRR). */
+	sh[4] = EGRESS_TLS_HRR_MIN - 1;
+	assert_int_equal(egress_tls_is_hrr(sh, 5), -EBADMSG);
+	assert_int_equal(egress_tls_is_hrr(sh, sizeof(sh)), -EBADMSG);
+	sh[4] = EGRESS_TLS_HRR_MIN;
+	assert_int_equal(egress_tls_is_hrr(sh, sizeof(sh)), 1);
+	/* A first handshake message that is not a ServerHello; a record of another version. */
+	sh[5] = 11;
+	assert_int_equal(egress_tls_is_hrr(sh, 6), -EBADMSG);
+	sh[5] = 2;
+	sh[1] = 2;
+	assert_int_equal(egress_tls_is_hrr(sh, sizeof(sh)), -EBADMSG);
+	sh[1] = 3;
+	/* An alert or bytes that are not TLS: decided at once, no HRR. */
+	assert_int_equal(egress_tls_is_hrr((const uint8_t *)"\x15\x03\x03\x00\x02\x02\x28", 7), 0);
+	assert_int_equal(egress_tls_is_hrr((const uint8_t *)"S", 1), 0);
 	sh[20] ^= 1;
 	assert_int_equal(egress_tls_is_hrr(sh, sizeof(sh)), 0);
 }

@@ -136,8 +136,18 @@ static void test_refused(void **state)
 			assert_string_equal(reason, cases[i].why);
 		}
 	}
+	memset(&h, 0, sizeof(h));
 	assert_int_equal(parse("CONNECT a.example:80 HTTP/1.1\r\n\r\n", &h), -EACCES);
 	assert_non_null(strstr(reason, "CONNECT to port 80 is refused"));
+	/* A rule of the door names the target it refused. */
+	assert_int_equal(h.kind, EGRESS_REQ_CONNECT);
+	assert_string_equal(h.host.name, "a.example");
+	assert_int_equal(h.port, 80);
+	memset(&h, 0, sizeof(h));
+	assert_int_equal(parse("GET http://a.example:8080/ HTTP/1.1\r\nHost: b.example\r\n\r\n", &h), -EACCES);
+	assert_int_equal(h.kind, EGRESS_REQ_ABSOLUTE);
+	assert_string_equal(h.host.name, "a.example");
+	assert_int_equal(h.port, 8080);
 	char longname[400];
 	int k = snprintf(longname, sizeof(longname), "CONNECT ");
 	for (int i = 0; i < 127; i++) {
@@ -197,11 +207,126 @@ static void test_caps(void **state)
 	assert_int_equal(parse(big, &h), -E2BIG);
 }
 
+/* Feed the body after head h: in one piece, and byte by byte; both must agree. Returns r, *used the body's bytes. */
+static int body(const struct egress_head *h, const char *s, size_t *used)
+{
+	struct egress_body b;
+	size_t n = strlen(s), u = 0, total = 0;
+	int r, r1 = 0;
+
+	reason = NULL;
+	egress_body_init(&b, h);
+	r = egress_body_feed(&b, (const uint8_t *)s, n, used, &reason);
+	egress_body_init(&b, h);
+	for (size_t i = 0; i < n && r1 == 0; i++) {
+		r1 = egress_body_feed(&b, (const uint8_t *)s + i, 1, &u, NULL);
+		total += r1 >= 0 ? u : 0;
+	}
+	if (n == 0) {
+		r1 = egress_body_feed(&b, (const uint8_t *)"", 0, &u, NULL);
+	}
+	assert_int_equal(r1, r);
+	if (r >= 0) {
+		assert_int_equal(total, r == 1 ? *used : n);
+	} else {
+		assert_non_null(reason);
+	}
+	return r;
+}
+
+static void test_body(void **state)
+{
+	struct egress_head cl, ch, none;
+	struct egress_body b;
+	size_t used = 0;
+	static char big[EGRESS_CHUNK_LINE_MAX + 16];
+	static const char chunked[] = "4;name=\"v;x\"\r\nWiki\r\n5 ; a\r\npedia\r\nE\r\n in\r\n\r\nchunks.\r\n"
+				      "000;last\r\nX-Sum: 1\r\nY:\r\n\r\n";
+	(void)state;
+
+	assert_int_equal(parse("POST http://a.example/ HTTP/1.1\r\nHost: a.example\r\nContent-Length: 4\r\n\r\n", &cl),
+			 1);
+	assert_int_equal(
+		parse("POST http://a.example/ HTTP/1.1\r\nHost: a.example\r\nTransfer-Encoding: chunked\r\n\r\n", &ch),
+		1);
+	assert_int_equal(parse("GET http://a.example/ HTTP/1.1\r\nHost: a.example\r\n\r\n", &none), 1);
+
+	/* Exactly the body; what follows it (a pipelined request) is not the body's. */
+	assert_int_equal(body(&cl, "bodyGET http://b.example/ HTTP/1.1\r\n", &used), 1);
+	assert_int_equal(used, 4);
+	assert_int_equal(body(&cl, "bo", &used), 0);
+	assert_int_equal(body(&none, "GET http://b.example/ HTTP/1.1\r\n", &used), 1);
+	assert_int_equal(used, 0);
+	assert_int_equal(body(&ch, chunked, &used), 1);
+	assert_int_equal(used, strlen(chunked));
+	{
+		char two[512];
+		(void)snprintf(two, sizeof(two), "%sGET http://b.example/ HTTP/1.1\r\nHost: b.example\r\n\r\n",
+			       chunked);
+		assert_int_equal(body(&ch, two, &used), 1);
+		assert_int_equal(used, strlen(chunked));
+	}
+	assert_int_equal(body(&ch, "0\r\n\r\n", &used), 1);
+	assert_int_equal(used, 5);
+	assert_int_equal(body(&ch, "a\r\n0123456789\r\n0\r\n", &used), 0); /* the empty line is still to come */
+	assert_int_equal(body(&ch, "fffffffffffffff\r\nabc", &used), 0); /* 15 digits */
+
+	/* Malformed framing: each refused, and the refusal sticks. */
+	static const char *const bad[] = {
+		"4\nWiki\r\n0\r\n\r\n", /* bare LF after the size */
+		"\r\n", /* no size */
+		";x\r\n", /* no size before the extension */
+		"x\r\n", /* not hex */
+		"-1\r\n", /* a sign */
+		"0x4\r\nWiki\r\n", /* a prefix */
+		"4 \r\nWiki\r\n", /* whitespace not followed by ; */
+		"4;a\x01\r\nWiki\r\n", /* a control byte in an extension */
+		"4;a\nWiki\r\n", /* bare LF in an extension */
+		"4\r\nWikiX\r\n", /* chunk data longer than its size */
+		"4\r\nWiki\n0\r\n\r\n", /* bare LF after the data */
+		"4\r\nWiki\r\r\n", /* CR CR */
+		"4\r\nWikiX\n0\r\n\r\n", /* a byte past the data, then LF */
+		"0\r\nbad line\r\n\r\n", /* a trailer line that is not name: value */
+		"0\r\n: v\r\n\r\n", /* an empty trailer name */
+		"0\r\nX: a\x7f\r\n\r\n", /* a control byte in a trailer */
+		"0\r\nX: a\n\r\n", /* bare LF in a trailer */
+		"0\r\n\r\r", /* the end not CRLF */
+		"0\r\n\n", /* bare LF at the end */
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		int r = body(&ch, bad[i], &used);
+		if (r != -EBADMSG) {
+			fail_msg("case %zu: %d", i, r);
+		}
+	}
+	assert_int_equal(body(&ch, "1000000000000000\r\n", &used), -E2BIG); /* 16 digits */
+	assert_non_null(strstr(reason, "15 hex digits"));
+	memset(big, 'a', sizeof(big) - 1);
+	big[0] = '1';
+	big[1] = ';';
+	assert_int_equal(body(&ch, big, &used), -E2BIG);
+	assert_non_null(strstr(reason, "EGRESS_CHUNK_LINE_MAX"));
+	egress_body_init(&b, &ch);
+	assert_int_equal(egress_body_feed(&b, (const uint8_t *)"z", 1, &used, &reason), -EBADMSG);
+	assert_int_equal(egress_body_feed(&b, (const uint8_t *)"0\r\n\r\n", 5, &used, &reason), -EBADMSG);
+	assert_int_equal(used, 0);
+	/* The trailer section is capped too. */
+	{
+		static char tr[EGRESS_TRAILER_MAX + 64];
+		size_t n = (size_t)snprintf(tr, sizeof(tr), "0\r\n");
+		while (n + 12 < sizeof(tr)) {
+			n += (size_t)snprintf(tr + n, sizeof(tr) - n, "X: 01234\r\n");
+		}
+		assert_int_equal(body(&ch, tr, &used), -E2BIG);
+		assert_non_null(strstr(reason, "EGRESS_TRAILER_MAX"));
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_connect), cmocka_unit_test(test_absolute), cmocka_unit_test(test_incomplete),
-		cmocka_unit_test(test_refused), cmocka_unit_test(test_caps),
+		cmocka_unit_test(test_refused), cmocka_unit_test(test_caps),	 cmocka_unit_test(test_body),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
