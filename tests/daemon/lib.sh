@@ -96,7 +96,9 @@ daemon_start() {
 	[ -e "$TKBOX_STATE_DIR/images/assets" ] || ln -s "$ASSETS" "$TKBOX_STATE_DIR/images/assets"
 	[ -s "$PROBE" ] && [ ! -e "$TKBOX_STATE_DIR/accel-probe" ] && cp "$PROBE" "$TKBOX_STATE_DIR/accel-probe"
 	# TKBOX_E2E_GUEST: a guest agent from another build (a sanitizer build has none of its own).
-	"$TKBOX" daemon --accel "${TKBOX_ACCEL:-auto}" ${TKBOX_E2E_GUEST:+--guest "$TKBOX_E2E_GUEST"} "$@" \
+	# DAEMON_WRAP (an array, may be unset): a command that execs the rest (tests/egress/lib.sh: a private
+	# mount namespace whose /etc/resolv.conf names the test resolver).
+	${DAEMON_WRAP[@]+"${DAEMON_WRAP[@]}"} "$TKBOX" daemon --accel "${TKBOX_ACCEL:-auto}" ${TKBOX_E2E_GUEST:+--guest "$TKBOX_E2E_GUEST"} "$@" \
 		>>"$WORK/daemon.log" 2>&1 &
 	DAEMON_PID=$!
 	for _ in $(seq 100); do
