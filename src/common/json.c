@@ -373,6 +373,22 @@ static bool utf8_valid(const uint8_t *s, size_t n)
 	return true;
 }
 
+size_t json_utf8_clip(char *s)
+{
+	size_t i = 0, n = s ? strlen(s) : 0;
+
+	while (i < n) {
+		uint32_t cp;
+		int l = utf8_decode((const uint8_t *)s + i, n - i, &cp);
+		if (l < 0) {
+			s[i] = '\0';
+			break;
+		}
+		i += (size_t)l;
+	}
+	return i;
+}
+
 /* A reader of UTF-16 code units over valid UTF-8. */
 struct u16_iter {
 	const uint8_t *s;

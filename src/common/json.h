@@ -77,6 +77,14 @@ _wur_ int json_write_jcs(const json_t *v, struct buf *out);
 _wur_ int json_jcs_string(const json_t *v, size_t max, char **ret);
 
 /*
+ * Cut the NUL-terminated s at the end of its longest prefix that is valid
+ * UTF-8 (the reader's rules): a text snprintf cut inside a character, or
+ * one with a bad byte, becomes one json_string takes. Returns the new
+ * length. s may be NULL (0).
+ */
+size_t json_utf8_clip(char *s);
+
+/*
  * Typed getters for parsed objects; each fails with -EBADMSG when the member
  * is present with the wrong type (or obj is not an object) and -ENOENT when
  * absent. Returned pointers are borrowed from obj (no new reference).

@@ -121,6 +121,13 @@ struct box {
 	unsigned n_egress; /* connection threads and the record sender using the box */
 	bool egress_closed; /* a stop began: every later connection is refused, no dial goes out */
 	struct egress_wait *ewait; /* dialled connections waiting for their egress_done */
+	/*
+	 * A pipe made with the first connection (egress_hup_made): its read end is
+	 * every crossing's abandon fd; egress_close closes the write end, so a
+	 * signer call or approval wait of the box ends at once (POLLHUP).
+	 */
+	int egress_hup[2];
+	bool egress_hup_made;
 	struct egress_rate erate; /* tkbox.egress: at most EGRESS_RECORD_RATE a second, then a summary */
 	json_t *erecords; /* tkbox.egress records admitted and not yet sent (an array) */
 	bool erecord_sending; /* one thread sends them */
@@ -703,6 +710,9 @@ static void reader_apply(struct box *b, const struct supmsg *m, bool *stopped_ok
 			egress_close(b);
 			box_save(b);
 		}
+		if (strcmp(m->event, "box.stopping") == 0) {
+			egress_close(b); /* a stop the supervisor began: no conn it still asks about is dialled */
+		}
 		break;
 	case SUPMSG_EGRESS_OPEN:
 		egress_open(b, m);
@@ -1168,6 +1178,11 @@ static void box_free(struct box *b)
 		egress_done_info_release(&w->info);
 		free(w);
 	}
+	for (int i = 0; b->egress_hup_made && i < 2; i++) {
+		if (b->egress_hup[i] >= 0) {
+			(void)close(b->egress_hup[i]);
+		}
+	}
 	json_decref(b->erecords);
 	egress_policy_release(&b->egress);
 	(void)pthread_cond_destroy(&b->cond);
@@ -1593,6 +1608,8 @@ static void box_create_failed(struct conn *c, struct box *b, int r, const char *
 	pthread_mutex_unlock(&g.lock);
 	box_close_run(b, "failure: the box did not start");
 	pthread_mutex_lock(&g.lock);
+	/* Its reader's egress_close marked the name stopping: forgotten while the name is still this box's. */
+	egress_approve_box_forget(b->name);
 	box_unlink(b);
 	pthread_mutex_unlock(&g.lock);
 	respond_error(c->fd, r == -ENOENT || r == -EINVAL ? 400 : 503, "create_failed", NULL, "%s", err);
@@ -1644,6 +1661,7 @@ static void api_create(struct conn *c, const char *unused)
 	if (r < 0) {
 		respond_error(c->fd, 500, "internal", NULL, "%s", r == -EIO ? "no randomness" : "out of memory");
 	} else if (box_reserve(c, b) >= 0) {
+		egress_approve_box_start(b->name); /* nothing an earlier box of this name left applies to this one */
 		r = box_make_dir(b, err, sizeof(err));
 		if (r >= 0) {
 			r = box_resolve(b, &q, &img, &ws, err, sizeof(err));
@@ -2050,6 +2068,11 @@ static void egress_close(struct box *b)
 	}
 	b->egress_closed = true;
 	egress_approve_box_stop(b->name); /* its own lock only: callable with g.lock held */
+	if (b->egress_hup_made && b->egress_hup[1] >= 0) {
+		/* The crossings' abandon fd hangs up: signer calls and signer approval waits of the box end now. */
+		(void)close(b->egress_hup[1]);
+		b->egress_hup[1] = -1;
+	}
 }
 
 /* Send the box's admitted tkbox.egress records, then the summary of what was suppressed once its second ends. */
@@ -2176,7 +2199,14 @@ static void egress_refuse_locked(struct box *b, int64_t conn, int status, const 
 			    .rule = (char *)rule,
 			    .message = (char *)message };
 
-	if (b->sup_fd >= 0 && box_send(b, &m, NULL) < 0) {
+	int r = b->sup_fd >= 0 ? box_send(b, &m, NULL) : 0;
+
+	if (r < 0 && r != -EAGAIN && b->sup_fd >= 0) {
+		/* The text could not be encoded (or sent): a fixed ASCII one, so the conn is never left waiting. */
+		m.message = "refused by the host (the refusal's text could not be sent; tkbox events shows it)";
+		r = box_send(b, &m, NULL);
+	}
+	if (r < 0) {
 		events_write(b, EV_PROBLEM, "egress.refuse_failed", json_pack("{s:I}", "conn", (json_int_t)conn));
 	}
 }
@@ -2189,7 +2219,7 @@ static void egress_op_refuse(void *box, int64_t conn, int status, const char *ru
 }
 
 /* egress_dial with the socket the door connected to the address it checked; no dial once a stop began. */
-static int egress_op_dial(void *box, int64_t conn, const char *url, bool plain, int fd)
+static int egress_op_dial(void *box, int64_t conn, const char *url, bool plain, int fd, void **ret_wait)
 {
 	struct box *b = box;
 	struct supmsg m = { .op = SUPMSG_EGRESS_DIAL, .conn = conn, .url = (char *)url, .plain = plain };
@@ -2209,6 +2239,7 @@ static int egress_op_dial(void *box, int64_t conn, const char *url, bool plain, 
 		if (r < 0) {
 			b->ewait = w->next;
 		} else {
+			*ret_wait = w; /* wait_done takes this entry: the conn number alone may name two */
 			w = NULL;
 		}
 	}
@@ -2218,15 +2249,13 @@ static int egress_op_dial(void *box, int64_t conn, const char *url, bool plain, 
 	return r;
 }
 
-static int egress_op_wait_done(void *box, int64_t conn, struct egress_done_info *ret)
+static int egress_op_wait_done(void *box, void *wait, struct egress_done_info *ret)
 {
 	struct box *b = box;
-	struct egress_wait *w = NULL;
+	struct egress_wait *w = wait;
 	int r;
 
 	pthread_mutex_lock(&g.lock);
-	for (w = b->ewait; w && w->conn != conn; w = w->next) {
-	}
 	while (w && !w->done) {
 		pthread_cond_wait(&b->cond, &g.lock);
 	}
@@ -2260,6 +2289,18 @@ static bool egress_op_stopping(void *box)
 	return stopping;
 }
 
+/* The read end of the box's egress pipe: hangs up once egress closes (b is held by the conn's thread). */
+static int egress_op_abandon_fd(void *box)
+{
+	struct box *b = box;
+	int fd;
+
+	pthread_mutex_lock(&g.lock);
+	fd = b->egress_hup_made ? b->egress_hup[0] : -1;
+	pthread_mutex_unlock(&g.lock);
+	return fd;
+}
+
 static const struct egress_box_ops box_egress_ops = {
 	.record = egress_op_record,
 	.event = egress_op_event,
@@ -2267,6 +2308,7 @@ static const struct egress_box_ops box_egress_ops = {
 	.dial = egress_op_dial,
 	.wait_done = egress_op_wait_done,
 	.stopping = egress_op_stopping,
+	.abandon_fd = egress_op_abandon_fd,
 };
 
 /* What one connection's thread carries. */
@@ -2332,6 +2374,16 @@ static void egress_open(struct box *b, const struct supmsg *m)
 				       : "the box is stopping. Nothing can connect from it any more");
 		egress_refuse_locked(b, m->conn, 503, "box-stopping", msg);
 		return;
+	}
+	if (!b->egress_hup_made) {
+		/* Made before any crossing runs: a stop must be able to end each one's signer waits. */
+		if (pipe2(b->egress_hup, O_CLOEXEC) < 0) {
+			egress_refuse_locked(
+				b, m->conn, 503, "internal",
+				"the daemon could not start this connection (out of file descriptors); retry");
+			return;
+		}
+		b->egress_hup_made = true;
 	}
 	j = calloc(1, sizeof(*j));
 	if (j) {

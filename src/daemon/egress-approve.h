@@ -64,8 +64,21 @@ _wur_ int egress_approve_ask_rule(struct crossing *x, const char *box, const cha
 				  int64_t wait_ms, char ret_id[EGRESS_APPROVAL_ID_MAX], char *why, size_t why_size,
 				  const char **ret_rule);
 
-/* The box is stopping: every pending ask of it returns -ECANCELED, and so does every later one. */
+/*
+ * The box is stopping: every pending ask of it returns -ECANCELED, and so
+ * does every later one until the name is forgotten or a new box of that name
+ * starts (egress_approve_box_start).
+ */
 void egress_approve_box_stop(const char *box);
+
+/*
+ * A new box takes this name (tkbox run): whatever an earlier box of the name
+ * left (a stop mark, an approved set, answered ids: a box whose creation
+ * failed, or one removed while the name was taken again) is forgotten, so
+ * the new box starts with nothing approved and not stopping. The daemon
+ * calls it once the name is reserved, before the box can ask.
+ */
+void egress_approve_box_start(const char *box);
 
 /* The box is removed: drop its approved set, its stop mark and its answered ids. */
 void egress_approve_box_forget(const char *box);

@@ -101,6 +101,7 @@ static pthread_mutex_t own_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct egress_host_addrs own_cache;
 static uint64_t own_read_ms;
 static bool own_read;
+static bool own_cap_warned;
 
 static bool sockaddr_addr(const struct sockaddr *sa, struct egress_addr *ret)
 {
@@ -126,13 +127,23 @@ void egress_own_addrs(struct egress_host_addrs *ret)
 	if (!own_read || now - own_read_ms >= EGRESS_OWN_ADDRS_TTL_MS) {
 		struct ifaddrs *ifa = NULL;
 		if (getifaddrs(&ifa) == 0) {
+			size_t past = 0;
 			own_cache.n = 0;
-			for (struct ifaddrs *i = ifa; i && own_cache.n < EGRESS_MAX_HOST_ADDRS; i = i->ifa_next) {
-				if (sockaddr_addr(i->ifa_addr, &own_cache.a[own_cache.n])) {
-					own_cache.n++;
+			/* Only what the fixed ranges let through needs the table: public addresses are all kept. */
+			for (struct ifaddrs *i = ifa; i; i = i->ifa_next) {
+				struct egress_addr a;
+				if (sockaddr_addr(i->ifa_addr, &a) && egress_host_addrs_add(&own_cache, &a) == -E2BIG) {
+					past++;
 				}
 			}
 			freeifaddrs(ifa);
+			if (past > 0 && !own_cap_warned) {
+				own_cap_warned = true;
+				log_warn("egress: this host has more than %d public addresses "
+					 "(EGRESS_MAX_HOST_ADDRS); %zu are not in the own-address table, "
+					 "so only --egress-block can refuse them (this warning is given once)",
+					 EGRESS_MAX_HOST_ADDRS, past);
+			}
 			own_read = true;
 			own_read_ms = now;
 		} else {
@@ -341,12 +352,15 @@ static int conn_refuse(struct egress_conn *c, int status, const char *rule, bool
 	va_start(ap, fmt);
 	(void)vsnprintf(c->refusal.reason, sizeof(c->refusal.reason), fmt, ap);
 	va_end(ap);
+	/* A long text (the signer's reason) may be cut inside a UTF-8 character: cut it before that character. */
+	(void)json_utf8_clip(c->refusal.reason);
 	host_display(c, host, sizeof(host));
 	c->refusal.status = status;
 	c->refusal.record = record;
 	(void)snprintf(c->refusal.rule, sizeof(c->refusal.rule), "%s", rule);
 	(void)snprintf(c->refusal.message, sizeof(c->refusal.message), "%s:%lld refused: %s. %s", host,
 		       (long long)c->port, c->refusal.reason, how);
+	(void)json_utf8_clip(c->refusal.message);
 	return -EPERM;
 }
 
@@ -602,6 +616,7 @@ static int door_act(struct crossing *x, struct crossing_result *ret)
 {
 	struct egress_conn *c = x->ctx;
 	struct egress_done_info d = { 0 };
+	void *wait = NULL;
 	char how[512];
 	int fd, r = 0;
 
@@ -625,7 +640,7 @@ static int door_act(struct crossing *x, struct crossing_result *ret)
 	}
 	fd = r >= 0 ? dial(c) : r;
 	if (fd >= 0) {
-		r = c->ops->dial(c->box, c->conn, c->url, c->plain, fd);
+		r = c->ops->dial(c->box, c->conn, c->url, c->plain, fd, &wait);
 		if (r < 0) {
 			r = conn_refuse(c, 503, "box-stopping", false, "the box is stopping; nothing can connect",
 					"the box stopped before the connection was handed over");
@@ -639,7 +654,7 @@ static int door_act(struct crossing *x, struct crossing_result *ret)
 		return 0;
 	}
 	c->dialled = true;
-	r = c->ops->wait_done(c->box, c->conn, &d);
+	r = c->ops->wait_done(c->box, wait, &d);
 	if (r < 0) {
 		*ret = (struct crossing_result){ .ok = false,
 						 .error = strdup("the box stopped while the connection was open") };
@@ -677,6 +692,11 @@ static const struct crossing_door egress_door = {
 /* A refusal of the crossing's gate (the signer denied, did not decide, or an ask was not approved). */
 static void gate_refusal(struct egress_conn *c, const struct crossing *x)
 {
+	/* The signer's text, at most EGRESS_SIGNER_TEXT_MAX bytes cut on a character, so the rules and id still fit. */
+	char said[EGRESS_SIGNER_TEXT_MAX + 1];
+
+	(void)snprintf(said, sizeof(said), "%s", x->refusal.message);
+	(void)json_utf8_clip(said);
 	if (x->refusal.status == 403 && strcmp(x->refusal.code, "denied") == 0) {
 		json_t *ids = json_object_get(x->refusal.extra, "rule_ids");
 		char rules[256] = "";
@@ -692,15 +712,14 @@ static void gate_refusal(struct egress_conn *c, const struct crossing *x)
 		}
 		(void)conn_refuse(c, 403, "signer-deny", false,
 				  "the signer's policy decides; a person can change its rules (tkbox-signer policy)",
-				  "%s%s%s (decision %s)", x->refusal.message, k ? "; rules " : "", rules,
-				  x->decision_id);
+				  "%s%s%s (decision %s)", said, k ? "; rules " : "", rules, x->decision_id);
 	} else if (x->refusal.status == 403) {
 		(void)conn_refuse(c, 403, "not-approved", false, "a person on the host answers the signer's approval",
-				  "%s", x->refusal.message);
+				  "%s", said);
 	} else {
 		(void)conn_refuse(c, 503, "signer-unavailable", false,
 				  "check the signer (tkbox-signer status); nothing connects until it answers", "%s",
-				  x->refusal.message[0] ? x->refusal.message : "the signer did not decide");
+				  said[0] ? said : "the signer did not decide");
 	}
 }
 
@@ -730,7 +749,7 @@ int egress_door_run(struct egress_conn *c)
 			.unrecorded = c->unrecorded,
 			.run_id = c->run_id,
 			.run_token = c->run_token,
-			.client_fd = -1,
+			.client_fd = c->ops->abandon_fd ? c->ops->abandon_fd(c->box) : -1,
 			.approval_wait_ms = c->approval_wait_ms > 0 ? c->approval_wait_ms : EGRESS_APPROVAL_WAIT_MS,
 		};
 		if (!args || !extra) {
@@ -738,7 +757,12 @@ int egress_door_run(struct egress_conn *c)
 		} else {
 			c->decided = !c->unrecorded;
 			r = crossing_run(&x);
-			if (r < 0 && !c->refusal.status) {
+			if (r == -ECANCELED && !c->refusal.status) {
+				/* The box's egress closed while the signer decided or a person was asked (abandoned). */
+				(void)conn_refuse(c, 503, "box-stopping", false,
+						  "the box is stopping; nothing can connect",
+						  "the box began to stop while the signer decided");
+			} else if (r < 0 && !c->refusal.status) {
 				gate_refusal(c, &x);
 			}
 		}

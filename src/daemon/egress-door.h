@@ -48,6 +48,7 @@
 #define EGRESS_OWN_ADDRS_TTL_MS 5000 /* this host's addresses are re-read at most this often */
 #define EGRESS_RECORD_RATE 20 /* tkbox.egress records per second per box; then one summary */
 #define EGRESS_THREAD_STACK ((size_t)256 << 10) /* a connection's thread (detached, one per connection) */
+#define EGRESS_SIGNER_TEXT_MAX 256 /* bytes of the signer's reason in a refusal (cut before a UTF-8 character) */
 
 /* One tkbox daemon --resolve NAME=ADDR. */
 struct egress_resolve_entry {
@@ -123,14 +124,26 @@ struct egress_box_ops {
 	void (*refuse)(void *box, int64_t conn, int status, const char *rule, const char *message);
 	/*
 	 * egress_dial {conn, url, plain} with the connected socket (the callee
-	 * closes fd in every case). 0 sent; -ESHUTDOWN the box is stopping
-	 * (nothing sent); other < 0 the send failed.
+	 * closes fd in every case). 0 sent, *ret_wait the handle wait_done
+	 * takes; -ESHUTDOWN the box is stopping (nothing sent); other < 0 the
+	 * send failed.
 	 */
-	int (*dial)(void *box, int64_t conn, const char *url, bool plain, int fd);
-	/* Wait for the conn's egress_done: 0 with ret filled, -ESHUTDOWN the box stopped first. */
-	int (*wait_done)(void *box, int64_t conn, struct egress_done_info *ret);
+	int (*dial)(void *box, int64_t conn, const char *url, bool plain, int fd, void **ret_wait);
+	/*
+	 * Wait for the egress_done of the conn dial sent (wait: its handle,
+	 * released here): 0 with ret filled, -ESHUTDOWN the box stopped first.
+	 */
+	int (*wait_done)(void *box, void *wait, struct egress_done_info *ret);
 	/* A stop began: no dial may go out. */
 	bool (*stopping)(void *box);
+	/*
+	 * May be NULL. An fd that hangs up (POLLHUP) once the box's egress
+	 * closes, valid while the connection's thread runs; -1 when none. The
+	 * crossing polls it as its client: a stop ends a signer call or a
+	 * signer approval wait at once (the crossing ends as abandoned, nothing
+	 * is dialled).
+	 */
+	int (*abandon_fd)(void *box);
 };
 
 /* Why the door refused a connection: what the box's proxy answers. */

@@ -261,10 +261,13 @@ struct range {
 static const struct range ranges[] = {
 	{ 4, 32, { 169, 254, 169, 254 }, EGRESS_ADDR_METADATA }, /* AWS, GCP, Azure, OCI, DigitalOcean, ... */
 	{ 4, 32, { 169, 254, 170, 2 }, EGRESS_ADDR_METADATA }, /* AWS ECS task metadata */
+	{ 4, 32, { 169, 254, 170, 23 }, EGRESS_ADDR_METADATA }, /* AWS EKS Pod Identity agent */
+	{ 4, 32, { 169, 254, 0, 23 }, EGRESS_ADDR_METADATA }, /* Tencent Cloud */
 	{ 4, 32, { 100, 100, 100, 200 }, EGRESS_ADDR_METADATA }, /* Alibaba Cloud */
 	{ 4, 32, { 192, 0, 0, 192 }, EGRESS_ADDR_METADATA }, /* Oracle Cloud */
 	{ 4, 32, { 168, 63, 129, 16 }, EGRESS_ADDR_METADATA }, /* Azure WireServer */
 	{ 6, 128, { 0xfd, 0, 0x0e, 0xc2, [14] = 0x02, [15] = 0x54 }, EGRESS_ADDR_METADATA }, /* AWS fd00:ec2::254 */
+	{ 6, 128, { 0xfd, 0, 0x0e, 0xc2, [15] = 0x23 }, EGRESS_ADDR_METADATA }, /* AWS EKS Pod Identity fd00:ec2::23 */
 	{ 6, 128, { 0xfd, 0x20, 0, 0xce, [14] = 0x02, [15] = 0x54 }, EGRESS_ADDR_METADATA }, /* GCP fd20:ce::254 */
 	{ 4, 8, { 127 }, EGRESS_ADDR_LOOPBACK },
 	{ 6, 128, { [15] = 1 }, EGRESS_ADDR_LOOPBACK },
@@ -338,6 +341,24 @@ enum egress_addr_class egress_addr_classify(const struct egress_addr *a, const s
 		}
 	}
 	return worst;
+}
+
+int egress_host_addrs_add(struct egress_host_addrs *t, const struct egress_addr *a)
+{
+	/* The fixed ranges refuse it with or without the table (EGRESS_ALLOW_PRIVATE lets own addresses pass too). */
+	if (egress_addr_classify(a, NULL, NULL, 0) != EGRESS_ADDR_OK) {
+		return 0;
+	}
+	for (size_t i = 0; i < t->n && i < EGRESS_MAX_HOST_ADDRS; i++) {
+		if (egress_addr_equal(&t->a[i], a)) {
+			return 0;
+		}
+	}
+	if (t->n >= EGRESS_MAX_HOST_ADDRS) {
+		return -E2BIG;
+	}
+	t->a[t->n++] = *a;
+	return 1;
 }
 
 const char *egress_addr_class_str(enum egress_addr_class c)

@@ -95,6 +95,14 @@ size_t egress_addr_embedded_v4(const struct egress_addr *a, struct egress_addr r
 enum egress_addr_class egress_addr_classify(const struct egress_addr *a, const struct egress_block *block,
 					    const struct egress_host_addrs *own, unsigned flags);
 
+/*
+ * Add one of this host's own addresses to t, unless the fixed ranges refuse
+ * it already (loopback, private, link-local, ...: the table need not hold
+ * it, with or without EGRESS_ALLOW_PRIVATE) or t holds it. 1 added, 0 not
+ * needed, -E2BIG t is full (EGRESS_MAX_HOST_ADDRS): the caller says so.
+ */
+_wur_ int egress_host_addrs_add(struct egress_host_addrs *t, const struct egress_addr *a);
+
 /* "loopback (always refused)", ... (static text). */
 const char *egress_addr_class_str(enum egress_addr_class c);
 

@@ -15,6 +15,27 @@ sed -i "/^deny:\$/a\\
     field: host\\
     pattern: '^denied\\\\.test\$'\\
     reason: 'test: a host the signer denies'" "$work/signer/policy.yaml"
+# A deny whose reason is long and not ASCII (x and 330 euro signs, 991 bytes): the refusal is cut on a character.
+long=x
+i=0
+while [ "$i" -lt 330 ]; do
+	long="$long$(printf '\342\202\254')"
+	i=$((i + 1))
+done
+sed -i "/^deny:\$/a\\
+  - id: TEST-WEB-LONG\\
+    tool: WebFetch\\
+    field: host\\
+    pattern: '^long\\\\.test\$'\\
+    reason: '$long'" "$work/signer/policy.yaml"
+# The signer asks a person for asked.test (a stop must end that wait at once).
+sed -i "s/^ask: \[\]\$/ask:/" "$work/signer/policy.yaml"
+sed -i "/^ask:\$/a\\
+  - id: TEST-WEB-ASK\\
+    tool: WebFetch\\
+    field: host\\
+    pattern: '^asked\\\\.test\$'\\
+    reason: 'test: a person decides'" "$work/signer/policy.yaml"
 "$build/tkbox-signer" serve --dir "$work/signer" --socket "$work/signer.sock" >"$work/signer.log" 2>&1 &
 pid=$!
 i=0

@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -44,6 +46,9 @@ struct probe {
 	char events[4096];
 	json_t *last_record;
 	bool stopping;
+	bool has_abandon; /* abandon_fd hangs up when the box's egress closes (else none) */
+	int abandon_fd;
+	char abandoned[256]; /* the detail of egress.abandoned */
 };
 
 static int64_t observe_seq(const char *kind, json_t *data)
@@ -86,6 +91,10 @@ static void op_event(void *box, const char *event, json_t *extra)
 	size_t n = strlen(p->events);
 
 	(void)snprintf(p->events + n, sizeof(p->events) - n, "%s ", event);
+	if (strcmp(event, "egress.abandoned") == 0) {
+		const char *d = json_string_value(json_object_get(extra, "detail"));
+		(void)snprintf(p->abandoned, sizeof(p->abandoned), "%s", d ? d : "");
+	}
 	json_decref(extra);
 }
 
@@ -100,7 +109,7 @@ static void op_refuse(void *box, int64_t conn, int status, const char *rule, con
 	(void)snprintf(p->message, sizeof(p->message), "%s", message);
 }
 
-static int op_dial(void *box, int64_t conn, const char *url, bool plain, int fd)
+static int op_dial(void *box, int64_t conn, const char *url, bool plain, int fd, void **ret_wait)
 {
 	struct probe *p = box;
 
@@ -109,14 +118,16 @@ static int op_dial(void *box, int64_t conn, const char *url, bool plain, int fd)
 	(void)snprintf(p->url, sizeof(p->url), "%s", url);
 	p->plain = plain;
 	(void)close(fd);
+	*ret_wait = p;
 	return 0;
 }
 
-/* The supervisor's egress_done: what the relay moved. */
-static int op_wait_done(void *box, int64_t conn, struct egress_done_info *ret)
+/* The supervisor's egress_done: what the relay moved (wait: the handle op_dial gave, else -ESHUTDOWN). */
+static int op_wait_done(void *box, void *wait, struct egress_done_info *ret)
 {
-	(void)box;
-	(void)conn;
+	if (wait != box) {
+		return -ESHUTDOWN;
+	}
 	*ret = (struct egress_done_info){ .bytes_up = 517, .bytes_down = 4096, .duration_ms = 12 };
 	return 0;
 }
@@ -126,6 +137,13 @@ static bool op_stopping(void *box)
 	return ((struct probe *)box)->stopping;
 }
 
+static int op_abandon_fd(void *box)
+{
+	struct probe *p = box;
+
+	return p->has_abandon ? p->abandon_fd : -1;
+}
+
 static const struct egress_box_ops probe_ops = {
 	.record = op_record,
 	.event = op_event,
@@ -133,6 +151,7 @@ static const struct egress_box_ops probe_ops = {
 	.dial = op_dial,
 	.wait_done = op_wait_done,
 	.stopping = op_stopping,
+	.abandon_fd = op_abandon_fd,
 };
 
 static void host_event(void *box, bool problem, const char *event, json_t *extra)
@@ -720,6 +739,128 @@ static void test_offlist_approved(void **state)
 	(void)close(lfd);
 }
 
+/*
+ * A signer reason longer than the refusal's text, of 3-byte characters
+ * (egress-door.sh adds TEST-WEB-LONG for long.test): the refusal is cut on a
+ * character, so it is valid UTF-8 (the supervisor message takes it), and it
+ * still names the rule and the decision.
+ */
+static void test_signer_deny_long_reason(void **state)
+{
+	struct egress_allow allow[1];
+	struct egress_policy pol;
+	char entry[64], err[256];
+	const char *entries[] = { entry, NULL };
+	uint16_t port;
+	int lfd = listen_loopback(&port);
+	struct probe p = { 0 };
+	struct egress_conn c;
+	json_t *j;
+
+	(void)state;
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.flags = EGRESS_ALLOW_PRIVATE;
+	assert_int_equal(egress_resolve_parse("long.test=127.0.0.1", &cfg, err, sizeof(err)), 0);
+	(void)snprintf(entry, sizeof(entry), "long.test:%u", port);
+	policy_of(&pol, allow, entries, false);
+	c = conn_of(&p, &pol, "long.test", port, true);
+	assert_int_equal(egress_door_run(&c), -EPERM);
+	assert_int_equal(p.refusals, 1);
+	assert_int_equal(p.status, 403);
+	assert_string_equal(p.rule, "signer-deny");
+	assert_non_null(strstr(p.message, "\xe2\x82\xac"));
+	j = json_string(p.message); /* NULL for text that is not valid UTF-8 */
+	if (!j || !strstr(p.message, "TEST-WEB-LONG") || !strstr(p.message, "(tkbox-signer policy)")) {
+		fail_msg("not valid UTF-8, or the rule or how-to cut off: %s", p.message);
+	}
+	json_decref(j);
+	assert_int_equal(p.dials, 0);
+	(void)close(lfd);
+}
+
+/*
+ * The signer asks (egress-door.sh adds TEST-WEB-ASK for asked.test): the
+ * crossing waits for a person at the signer. The box's egress closes: the
+ * wait ends at once as abandoned, 503 box-stopping, nothing dialled. Without
+ * an abandon fd the crossing would wait the whole approval wait (60 s here)
+ * and end not approved (403).
+ *
+ * The daemon's abandon fd is a pipe's read end whose write end egress_close
+ * closes; here it is one end of a socketpair, so the test reads the
+ * crossing's "102 Tkbox-Approval" (written to its client just before the
+ * approval wait) and knows the wait has begun. Both hang up (POLLHUP) when
+ * the other end is closed: checked for the pipe first.
+ */
+static void test_signer_ask_abandoned(void **state)
+{
+	struct egress_allow allow[1];
+	struct egress_policy pol;
+	char entry[64], err[256], head[512];
+	const char *entries[] = { entry, NULL };
+	uint16_t port;
+	int lfd = listen_loopback(&port), hup[2], sp[2];
+	struct probe p = { 0 };
+	struct egress_conn c;
+	struct pollfd pfd;
+	pthread_t t;
+	void *res = NULL;
+	bool joined = false;
+	size_t k = 0;
+
+	(void)state;
+	head[0] = '\0';
+	/* The daemon's mechanism: a pipe's read end hangs up once its write end is closed. */
+	assert_int_equal(pipe2(hup, O_CLOEXEC), 0);
+	pfd = (struct pollfd){ .fd = hup[0], .events = 0 };
+	assert_int_equal(poll(&pfd, 1, 0), 0);
+	(void)close(hup[1]);
+	assert_int_equal(poll(&pfd, 1, 0), 1);
+	assert_true(pfd.revents & POLLHUP);
+	(void)close(hup[0]);
+
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp), 0);
+	p.has_abandon = true;
+	p.abandon_fd = sp[0];
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.flags = EGRESS_ALLOW_PRIVATE;
+	assert_int_equal(egress_resolve_parse("asked.test=127.0.0.1", &cfg, err, sizeof(err)), 0);
+	(void)snprintf(entry, sizeof(entry), "asked.test:%u", port);
+	policy_of(&pol, allow, entries, false);
+	c = conn_of(&p, &pol, "asked.test", port, true);
+	c.approval_wait_ms = 60000;
+	assert_int_equal(pthread_create(&t, NULL, run_thread, &c), 0);
+	/* The signer's approval was requested and the crossing waits for it (or the crossing ended first). */
+	while (!joined && k + 1 < sizeof(head) && !strstr(head, "\r\n\r\n")) {
+		struct pollfd rp = { .fd = sp[1], .events = POLLIN };
+		ssize_t n;
+		if (poll(&rp, 1, 100) == 0) {
+			joined = pthread_tryjoin_np(t, &res) == 0;
+			continue;
+		}
+		n = read(sp[1], head + k, sizeof(head) - 1 - k);
+		if (n <= 0) {
+			break;
+		}
+		k += (size_t)n;
+		head[k] = '\0';
+	}
+	head[k] = '\0';
+	if (joined || !strstr(head, "Tkbox-Approval: ")) {
+		fail_msg("the crossing did not wait for an approval (%d %s: %s)", p.status, p.rule, head);
+	}
+	(void)close(sp[1]); /* egress_close */
+	assert_int_equal(pthread_join(t, &res), 0);
+	assert_int_equal((int)(intptr_t)res, -EPERM);
+	assert_int_equal(p.refusals, 1);
+	assert_int_equal(p.status, 503);
+	assert_string_equal(p.rule, "box-stopping");
+	assert_int_equal(p.dials, 0);
+	assert_non_null(strstr(p.abandoned, "waited for the approval"));
+	assert_null(strstr(p.events, "egress.decided"));
+	(void)close(sp[0]);
+	(void)close(lfd);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -733,6 +874,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_stopping),
 		cmocka_unit_test(test_offlist),
 		cmocka_unit_test(test_offlist_approved),
+		cmocka_unit_test(test_signer_deny_long_reason),
+		cmocka_unit_test(test_signer_ask_abandoned),
 	};
 	json_t *reply = NULL;
 	const char *s;

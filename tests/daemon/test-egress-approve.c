@@ -338,6 +338,48 @@ static void test_reject(void **state)
 	fake_free(fb);
 }
 
+/*
+ * A name reused: a box that stopped before it ever asked (one whose boot
+ * failed) still refuses every later ask; a new box of the name starts with
+ * no stop mark and no approved target of the old one (egress_approve_box_start
+ * when it is created, egress_approve_box_forget when the old one goes).
+ */
+static void test_name_reused(void **state)
+{
+	struct fake_box *fb = fake_new();
+	struct asker a;
+	char id[EGRESS_APPROVAL_ID_MAX], st[32];
+
+	(void)state;
+	egress_approve_box_stop("bx-reuse");
+	assert_int_equal(ask_now(fb, "bx-reuse", "example.org", 443, 1, &a), -ECANCELED);
+	assert_string_equal(a.rule, "box-stopping");
+	/* The failed box is forgotten: the next box of the name asks a person. */
+	egress_approve_box_forget("bx-reuse");
+	assert_int_equal(ask_now(fb, "bx-reuse", "example.org", 443, 1, &a), -EPERM);
+	assert_string_equal(a.rule, "approval-expired");
+
+	/* Stopped and never forgotten: a new box of the name starts clean all the same. */
+	egress_approve_box_stop("bx-reuse");
+	egress_approve_box_start("bx-reuse");
+	assert_int_equal(ask_now(fb, "bx-reuse", "example.org", 443, 1, &a), -EPERM);
+	assert_string_equal(a.rule, "approval-expired");
+
+	/* An approved target of the old box does not pass for the new one. */
+	ask_start(&a, fb, "bx-reuse", "example.org", 8443, 60000);
+	await_pending("bx-reuse", "example.org:8443", 1, id);
+	assert_int_equal(egress_approve_answer(id, true, "uid:1000", st, sizeof(st)), 0);
+	ask_join(&a);
+	assert_int_equal(a.r, 0);
+	assert_int_equal(ask_now(fb, "bx-reuse", "example.org", 8443, 1, &a), 0);
+	egress_approve_box_stop("bx-reuse");
+	egress_approve_box_start("bx-reuse");
+	assert_int_equal(ask_now(fb, "bx-reuse", "example.org", 8443, 1, &a), -EPERM);
+	assert_string_equal(a.rule, "approval-expired");
+	egress_approve_box_forget("bx-reuse");
+	fake_free(fb);
+}
+
 /* Unanswered: refused at the wait's end with the how-to; too late to approve. */
 static void test_expire(void **state)
 {
@@ -498,6 +540,7 @@ int main(void)
 		cmocka_unit_test(test_record_fails),
 		cmocka_unit_test(test_forget_while_waiting),
 		cmocka_unit_test(test_unknown_id),
+		cmocka_unit_test(test_name_reused),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

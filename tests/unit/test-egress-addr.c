@@ -208,6 +208,12 @@ static void test_classify_every_form(void **state)
 		{ "100.100.100.200", EGRESS_ADDR_METADATA },
 		{ "192.0.0.192", EGRESS_ADDR_METADATA },
 		{ "168.63.129.16", EGRESS_ADDR_METADATA },
+		{ "169.254.170.23", EGRESS_ADDR_METADATA }, /* AWS EKS Pod Identity */
+		{ "fd00:ec2::23", EGRESS_ADDR_METADATA },
+		{ "[fd00:ec2:0::0023]", EGRESS_ADDR_METADATA },
+		{ "169.254.0.23", EGRESS_ADDR_METADATA }, /* Tencent Cloud */
+		{ "2851995671", EGRESS_ADDR_METADATA }, /* 169.254.0.23 in decimal */
+		{ "::ffff:169.254.170.23", EGRESS_ADDR_METADATA },
 		/* not listed by issue 12: documentation ranges and public addresses pass */
 		{ "192.0.2.1", EGRESS_ADDR_OK },
 		{ "198.51.100.7", EGRESS_ADDR_OK },
@@ -242,6 +248,13 @@ static void test_allow_private_never_metadata(void **state)
 	assert_int_equal(cls("::ffff:169.254.169.254", NULL, NULL, EGRESS_ALLOW_PRIVATE), EGRESS_ADDR_METADATA);
 	assert_int_equal(cls("fd00:ec2::254", NULL, NULL, EGRESS_ALLOW_PRIVATE), EGRESS_ADDR_METADATA);
 	assert_int_equal(cls("100.100.100.200", NULL, NULL, EGRESS_ALLOW_PRIVATE), EGRESS_ADDR_METADATA);
+	/* Credential endpoints inside link-local and fc00::/7, which --egress-allow-private lets through otherwise. */
+	assert_int_equal(cls("169.254.170.23", NULL, NULL, EGRESS_ALLOW_PRIVATE), EGRESS_ADDR_METADATA);
+	assert_int_equal(cls("fd00:ec2::23", NULL, NULL, EGRESS_ALLOW_PRIVATE), EGRESS_ADDR_METADATA);
+	assert_int_equal(cls("169.254.0.23", NULL, NULL, EGRESS_ALLOW_PRIVATE), EGRESS_ADDR_METADATA);
+	assert_int_equal(cls("64:ff9b::169.254.0.23", NULL, NULL, EGRESS_ALLOW_PRIVATE), EGRESS_ADDR_METADATA);
+	assert_int_equal(cls("169.254.0.24", NULL, NULL, EGRESS_ALLOW_PRIVATE), EGRESS_ADDR_OK);
+	assert_int_equal(cls("fd00:ec2::24", NULL, NULL, EGRESS_ALLOW_PRIVATE), EGRESS_ADDR_OK);
 	assert_int_equal(cls("224.0.0.1", NULL, NULL, EGRESS_ALLOW_PRIVATE), EGRESS_ADDR_MULTICAST);
 	assert_int_equal(cls("0.0.0.0", NULL, NULL, EGRESS_ALLOW_PRIVATE), EGRESS_ADDR_UNSPECIFIED);
 }
@@ -260,6 +273,55 @@ static void test_own_addresses(void **state)
 	assert_int_equal(cls("[2001:db8:0::5]", NULL, &own, 0), EGRESS_ADDR_HOST);
 	assert_int_equal(cls("203.0.113.6", NULL, &own, 0), EGRESS_ADDR_OK);
 	assert_int_equal(cls("203.0.113.5", NULL, NULL, 0), EGRESS_ADDR_OK);
+}
+
+/*
+ * The own-address table keeps what the fixed ranges let through: a host with
+ * more than EGRESS_MAX_HOST_ADDRS loopback, private and link-local addresses
+ * still has its public ones in the table (and each is refused as the host's),
+ * and only past that many public ones is the table full.
+ */
+static void test_own_table_filter(void **state)
+{
+	static const char *const skipped[] = { "127.0.0.1",  "::1",	"10.1.2.3",	   "192.168.0.9",
+					       "172.16.0.1", "fd12::1", "fe80::1",	   "169.254.3.4",
+					       "100.64.0.1", "0.0.0.0", "::ffff:10.0.0.1", "169.254.169.254" };
+	struct egress_host_addrs *own = calloc(1, sizeof(*own));
+	struct egress_addr a;
+	size_t i;
+
+	(void)state;
+	assert_non_null(own);
+	for (i = 0; i < sizeof(skipped) / sizeof(skipped[0]); i++) {
+		assert_int_equal(parse(skipped[i], &a), 0);
+		if (egress_host_addrs_add(own, &a) != 0) {
+			fail_msg("%s went into the table: the fixed ranges refuse it already", skipped[i]);
+		}
+	}
+	/* 300 link-local addresses of a host with many interfaces: none takes a slot. */
+	for (i = 0; i < 300; i++) {
+		a = (struct egress_addr){ .family = 6,
+					  .b = { 0xfe, 0x80, [14] = (uint8_t)(i >> 8), [15] = (uint8_t)i } };
+		assert_int_equal(egress_host_addrs_add(own, &a), 0);
+	}
+	assert_int_equal(own->n, 0);
+	assert_int_equal(parse("203.0.113.5", &a), 0);
+	assert_int_equal(egress_host_addrs_add(own, &a), 1);
+	assert_int_equal(egress_host_addrs_add(own, &a), 0); /* once */
+	assert_int_equal(own->n, 1);
+	assert_int_equal(cls("203.0.113.5", NULL, own, 0), EGRESS_ADDR_HOST);
+	/* Public addresses fill it; one past the cap is said, not dropped silently. */
+	for (i = 1; i < EGRESS_MAX_HOST_ADDRS; i++) {
+		a = (struct egress_addr){
+			.family = 6, .b = { 0x20, 0x01, 0x0d, 0xb8, [14] = (uint8_t)(i >> 8), [15] = (uint8_t)i }
+		};
+		assert_int_equal(egress_host_addrs_add(own, &a), 1);
+	}
+	assert_int_equal(own->n, EGRESS_MAX_HOST_ADDRS);
+	assert_int_equal(parse("198.51.100.7", &a), 0);
+	assert_int_equal(egress_host_addrs_add(own, &a), -E2BIG);
+	assert_int_equal(own->n, EGRESS_MAX_HOST_ADDRS);
+	free(own);
 }
 
 static void test_block_list(void **state)
@@ -341,6 +403,7 @@ int main(void)
 		cmocka_unit_test(test_classify_every_form),
 		cmocka_unit_test(test_allow_private_never_metadata),
 		cmocka_unit_test(test_own_addresses),
+		cmocka_unit_test(test_own_table_filter),
 		cmocka_unit_test(test_block_list),
 		cmocka_unit_test(test_block_list_cap),
 		cmocka_unit_test(test_explain),
