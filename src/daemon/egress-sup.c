@@ -277,13 +277,14 @@ static void tell_refused(struct egress_sup *e, const char *rule, const char *mes
 	}
 }
 
-/* The proxy refuses a request head itself: 400 malformed, 403 a rule of the door. */
+/* The proxy refuses a request head itself: 400 malformed (or incomplete), 403 a rule of the door. */
 static void es_refuse_head(struct egress_sup *e, struct es *x, int err, const char *reason)
 {
 	char msg[SUPMSG_MAX_TEXT];
-	const char *rule = err == -EACCES  ? (strstr(reason, "port 80") ? "connect-port-80" : "host-mismatch")
-			   : err == -E2BIG ? "head-too-large"
-					   : "malformed-request";
+	const char *rule = err == -EACCES    ? (strstr(reason, "port 80") ? "connect-port-80" : "host-mismatch")
+			   : err == -E2BIG   ? "head-too-large"
+			   : err == -ENODATA ? "incomplete-request"
+					     : "malformed-request";
 
 	if (err == -EACCES) {
 		(void)snprintf(msg, sizeof(msg),
@@ -291,10 +292,12 @@ static void es_refuse_head(struct egress_sup *e, struct es *x, int err, const ch
 			       "as the rule says",
 			       reason);
 	} else {
-		(void)snprintf(msg, sizeof(msg),
-			       "tkbox egress: request refused: %s. The proxy takes CONNECT host:port and absolute-form "
-			       "http:// requests in strict HTTP/1.1 (docs/egress.md); fix the client's request",
-			       reason ? reason : "malformed request head");
+		(void)snprintf(
+			msg, sizeof(msg),
+			"tkbox egress: request refused: %s. The proxy takes CONNECT host:port and absolute-form "
+			"http:// requests in strict HTTP/1.1 (CONNECT also in HTTP/1.0; docs/egress.md); fix the "
+			"client's request",
+			reason ? reason : "malformed request head");
 	}
 	es_respond(e, x, err == -EACCES ? 403 : 400, rule, msg);
 	tell_refused(e, rule, msg, x); /* the parser names the target of a door's rule (-EACCES) */
@@ -326,8 +329,12 @@ static void es_head(struct egress_sup *e, struct es *x)
 	const char *reason = NULL;
 	int r = egress_head_parse(buf_ptr(&x->in), buf_len(&x->in), &x->head, &reason);
 
-	if (r == 0 && x->guest_fin) {
-		es_refuse_head(e, x, -EBADMSG, "the request head ended before its blank line");
+	if (r == 0 && x->guest_fin && buf_len(&x->in) == 0) {
+		/* Nothing was requested (a client that connected and closed): nothing to refuse or record. */
+		send_close(e, x, EGRESS_CLOSE_DONE);
+		es_free(x);
+	} else if (r == 0 && x->guest_fin) {
+		es_refuse_head(e, x, -ENODATA, "the request head ended before its blank line");
 	} else if (r < 0) {
 		es_refuse_head(e, x, r, reason);
 	} else if (r == 1) {
@@ -485,6 +492,11 @@ static void es_hello(struct egress_sup *e, struct es *x)
 	r = have > 0 ? egress_ch_feed(x->ch, buf_ptr(&x->in) + x->fed, have, &used, &info, &why) : 0;
 	if (r == 0) {
 		x->fed += have;
+		if (x->guest_fin && !x->plain && !x->retry && buf_len(&x->in) == 0) {
+			/* The box ended a TLS tunnel without sending a byte: nothing crossed, a clean end, not a refusal. */
+			es_finish(e, x, EGRESS_CLOSE_DONE, NULL, NULL);
+			return;
+		}
 		if (x->guest_fin) {
 			r = x->plain && !x->retry && x->fed == 0 ? -EPROTONOSUPPORT : -EBADMSG;
 			why = "the box ended the tunnel before its TLS ClientHello was complete";
@@ -633,7 +645,7 @@ static int es_pull_down(struct egress_sup *e, struct es *x)
 		x->origin_eof = true;
 		return 0;
 	}
-	if (x->state == ES_HELLO && !x->retry) {
+	if (x->state == ES_HELLO && !x->retry && x->plain) {
 		x->srv_seen = true; /* a plain tunnel whose server speaks first */
 	}
 	return buf_put(&x->down, e->scratch, (size_t)n) < 0 ? -ENOMEM : (int)n;
@@ -658,10 +670,15 @@ static void es_push_down(struct egress_sup *e, struct es *x)
 	}
 }
 
+/*
+ * The origin is read in every dialled state, so its EOF is seen in each: in
+ * ES_HELLO without plain what it sends is held (down_open is false) and
+ * judged as the server's first bytes once the ClientHello went.
+ */
 static bool es_wants_read(const struct es *x)
 {
 	return x->fd >= 0 && !x->origin_eof && buf_len(&x->down) < ES_DOWN_MAX &&
-	       (x->state == ES_RELAY || x->state == ES_SERVER || (x->state == ES_HELLO && (x->plain || x->retry)));
+	       (x->state == ES_RELAY || x->state == ES_SERVER || x->state == ES_HELLO);
 }
 
 static bool es_wants_write(const struct es *x)
@@ -701,7 +718,17 @@ static void es_pump(struct egress_sup *e, struct es *x)
 			x->owed = 0;
 		}
 	}
-	if (x->state == ES_RELAY && x->origin_eof && buf_len(&x->down) == 0 && !x->fin_sent && x->stream) {
+	if (x->state == ES_HELLO && !x->plain && !x->retry && x->origin_eof) {
+		/* A TLS tunnel whose server closed before the box's ClientHello went: nothing of it is forwarded. */
+		char msg[SUPMSG_MAX_TEXT];
+		(void)snprintf(msg, sizeof(msg),
+			       "the server %s:%u closed the connection before the box's TLS ClientHello",
+			       x->head.host.name, x->head.port);
+		es_finish(e, x, EGRESS_CLOSE_DONE, NULL, msg);
+		return;
+	}
+	/* The origin's EOF is FIN after its bytes, in every state where they flow (a server-first plain tunnel too). */
+	if (down_open(x) && x->origin_eof && buf_len(&x->down) == 0 && !x->fin_sent && x->stream) {
 		struct egress_frame f = { .type = EGRESS_FIN, .id = x->id };
 		if (emit(e, &f) >= 0) {
 			x->fin_sent = true;
@@ -736,8 +763,11 @@ static int on_open(struct egress_sup *e, uint32_t id)
 {
 	static const char full[] = "the box has 256 connections open or waiting for the door (EGRESS_SUP_SLOTS); "
 				   "close one and retry";
+	static const char stream_limit[] = "the box has 256 connections open (EGRESS_MAX_STREAMS); its forwarder "
+					   "refuses more until one closes";
 	struct egress_frame f = { .type = EGRESS_OPEN_REFUSED, .id = id };
 	struct es *x = NULL;
+	int r;
 
 	for (size_t i = 0; i < ARRAY_SIZE(e->s) && !x && !e->stopping; i++) {
 		x = e->s[i].state == ES_FREE ? &e->s[i] : NULL;
@@ -757,7 +787,15 @@ static int on_open(struct egress_sup *e, uint32_t id)
 		return -ENOMEM;
 	}
 	f.type = EGRESS_OPEN_OK;
-	return emit(e, &f);
+	r = emit(e, &f);
+	/*
+	 * The guest's forwarder refuses the next connection itself (a 503 the host never sees): record that the
+	 * box reached its cap, once each time an OPEN brings the count to it (only an OPEN raises it).
+	 */
+	if (r >= 0 && e->mux.n >= EGRESS_MAX_STREAMS) {
+		tell_refused(e, "stream-limit", stream_limit, NULL);
+	}
+	return r;
 }
 
 static int on_data(struct egress_sup *e, struct es *x, const struct egress_frame *f)

@@ -119,14 +119,22 @@ static int parse_request_line(const uint8_t *l, size_t n, struct egress_head *h,
 		*reason = "the request line is not METHOD SP target SP HTTP/1.1";
 		return -EBADMSG;
 	}
-	if ((size_t)(l + n - sp2 - 1) != 8 || memcmp(sp2 + 1, "HTTP/1.1", 8) != 0) {
-		*reason = "the request is not HTTP/1.1";
+	if ((size_t)(l + n - sp2 - 1) != 8 ||
+	    (memcmp(sp2 + 1, "HTTP/1.1", 8) != 0 && memcmp(sp2 + 1, "HTTP/1.0", 8) != 0)) {
+		*reason = "the request is not HTTP/1.1 (or HTTP/1.0 for CONNECT)";
 		return -EPROTONOSUPPORT;
 	}
 	r = parse_method(l, (size_t)(sp1 - l), &h->method);
 	if (r < 0) {
 		*reason = "the method is not one of CONNECT, GET, HEAD, POST, PUT, DELETE, PATCH, OPTIONS";
 		return r;
+	}
+	/* HTTP/1.0 only for CONNECT (python's http.client sends it): a 1.0 request in absolute form is refused. */
+	h->http10 = sp2[8] == '0';
+	if (h->http10 && h->method != EGRESS_METHOD_CONNECT) {
+		*reason = "an HTTP/1.0 request in absolute form: the proxy takes HTTP/1.0 only for CONNECT; send "
+			  "HTTP/1.1";
+		return -EPROTONOSUPPORT;
 	}
 	tn = (size_t)(sp2 - sp1 - 1);
 	if (tn > EGRESS_TARGET_MAX) {

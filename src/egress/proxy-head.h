@@ -8,16 +8,18 @@
  * The request head a client in the box sends to the proxy, parsed strictly
  * (RFC 9112) from the bytes received so far. Pure: no I/O, no allocation.
  *
- * Accepted: "CONNECT host:port HTTP/1.1" and "METHOD http://host[:port]/path
- * HTTP/1.1" (GET, HEAD, POST, PUT, DELETE, PATCH, OPTIONS), then header lines
- * "name: value" CRLF and a blank line. Refused, each with a reason a 400 or
+ * Accepted: "CONNECT host:port HTTP/1.1" (or HTTP/1.0, as python's
+ * http.client sends it; Host is optional for CONNECT in either version) and
+ * "METHOD http://host[:port]/path HTTP/1.1" (GET, HEAD, POST, PUT, DELETE,
+ * PATCH, OPTIONS), then header lines "name: value" CRLF and a blank line.
+ * Every other rule is the same for a 1.0 CONNECT (no body, not port 80). Refused, each with a reason a 400 or
  * 403 body can show: bare LF or CR, NUL and other control bytes, obs-fold,
  * a header name that is not a token, Content-Length with Transfer-Encoding, a
  * second Content-Length or Transfer-Encoding, a Transfer-Encoding other than
  * "chunked", a CONNECT with a body, a second Host, a Host that names another
  * host or port than the target, CONNECT to port 80, an origin-form target,
- * https:// in absolute form, a version other than HTTP/1.1, any other
- * method. Caps: the head (EGRESS_HEAD_MAX), header lines
+ * https:// in absolute form, a version other than HTTP/1.1 (HTTP/1.0 in
+ * absolute form, HTTP/0.9, HTTP/2), any other method. Caps: the head (EGRESS_HEAD_MAX), header lines
  * (EGRESS_HEAD_MAX_HEADERS), the target (EGRESS_TARGET_MAX).
  *
  * The src/daemon/http.c helpers are not reused: they are static to the API's
@@ -49,6 +51,7 @@ struct egress_head {
 	bool has_length;
 	uint64_t content_length;
 	bool chunked;
+	bool http10; /* an HTTP/1.0 CONNECT */
 	size_t head_len; /* bytes of the head, blank line included */
 };
 

@@ -1025,6 +1025,118 @@ static void test_refusal_flood(void **state)
 	d_quiet();
 }
 
+/*
+ * A server that speaks first and closes (an SMTP/SSH banner) in a plain tunnel, the client silent: the box gets
+ * the bytes, then FIN, and the conn ends once the box ends its side. The head is python's HTTP/1.0 CONNECT
+ * without Host. Then a TLS tunnel (no plain) whose server closes before the ClientHello: it ends at once.
+ */
+static void test_server_first_eof(void **state)
+{
+	static const char banner[] = "220 mail.example ESMTP ready\r\n";
+	struct egress_frame f;
+	char got[64];
+	int origin;
+	int64_t conn = tunnel(1, "CONNECT example.com:25 HTTP/1.0\r\n\r\n", "example.com", 25, true, &origin);
+	(void)state;
+
+	o_write(origin, banner, strlen(banner));
+	(void)close(origin);
+	g_read(1, got, strlen(banner));
+	assert_memory_equal(got, banner, strlen(banner));
+	g_expect(EGRESS_FIN, 1, NULL); /* without a byte from the box */
+	g_simple(EGRESS_FIN, 1, 0); /* the client read the end and closed */
+	g_expect(EGRESS_CLOSE, 1, &f);
+	assert_int_equal(f.reason, EGRESS_CLOSE_DONE);
+	expect_done(conn, 0, (int64_t)strlen(banner), NULL, NULL);
+	g_simple(EGRESS_CLOSE, 1, EGRESS_CLOSE_DONE);
+
+	conn = tunnel(2, CONNECT_EXAMPLE, "example.com", 443, false, &origin);
+	(void)close(origin);
+	g_expect(EGRESS_CLOSE, 2, &f);
+	assert_int_equal(f.reason, EGRESS_CLOSE_DONE);
+	expect_done(conn, 0, 0, NULL, "closed the connection before the box's TLS ClientHello");
+	g_simple(EGRESS_CLOSE, 2, EGRESS_CLOSE_DONE);
+
+	/* A TLS tunnel the box ends without sending a byte (a probe): nothing crossed, a clean end, no rule. */
+	conn = tunnel(3, CONNECT_EXAMPLE, "example.com", 443, false, &origin);
+	g_simple(EGRESS_FIN, 3, 0);
+	g_expect(EGRESS_CLOSE, 3, &f);
+	assert_int_equal(f.reason, EGRESS_CLOSE_DONE);
+	expect_done(conn, 0, 0, NULL, NULL);
+	(void)close(origin);
+	g_simple(EGRESS_CLOSE, 3, EGRESS_CLOSE_DONE);
+	d_quiet();
+	assert_int_equal(T.rc, 0);
+}
+
+/*
+ * The guest's forwarder refuses the 257th connection itself, so the host records the cap: one egress_refused
+ * (stream-limit) when the 256th stream opens, none while it stays there, one more when it is reached again.
+ */
+static void test_stream_limit(void **state)
+{
+	struct supmsg m;
+	(void)state;
+
+	for (uint32_t id = 1; id < EGRESS_MAX_STREAMS; id++) {
+		g_open(id);
+		g_expect(EGRESS_OPEN_OK, id, NULL);
+	}
+	d_quiet(); /* 255 open: nothing to record */
+	g_open(EGRESS_MAX_STREAMS);
+	g_expect(EGRESS_OPEN_OK, EGRESS_MAX_STREAMS, NULL);
+	d_recv(&m, SUPMSG_EGRESS_REFUSED);
+	assert_string_equal(m.rule, "stream-limit");
+	assert_non_null(strstr(m.message, "256 connections open (EGRESS_MAX_STREAMS)"));
+	assert_null(m.host);
+	supmsg_release(&m);
+	g_str(7, "GET http://example.com/ HTTP/1.1\r\nHost: exa"); /* frames at the cap: not told again */
+	d_quiet();
+	g_simple(EGRESS_CLOSE, 3, EGRESS_CLOSE_RESET);
+	g_expect(EGRESS_CLOSE, 3, NULL);
+	g_open(1000); /* the cap is reached again */
+	g_expect(EGRESS_OPEN_OK, 1000, NULL);
+	d_recv(&m, SUPMSG_EGRESS_REFUSED);
+	assert_string_equal(m.rule, "stream-limit");
+	supmsg_release(&m);
+	d_quiet();
+	assert_int_equal(T.rc, 0);
+}
+
+/*
+ * A stream that ends before any byte requested nothing: CLOSE, no response, nothing recorded. One that ends
+ * inside its head is refused: 400, rule incomplete-request, told to the daemon.
+ */
+static void test_empty_stream(void **state)
+{
+	struct egress_frame f;
+	struct supmsg m;
+	char got[1024];
+	(void)state;
+
+	for (uint32_t id = 1; id <= 3; id++) {
+		g_open(id);
+		g_expect(EGRESS_OPEN_OK, id, NULL);
+		g_simple(EGRESS_FIN, id, 0);
+		g_expect(EGRESS_CLOSE, id, &f); /* no DATA (no 400) before it */
+		assert_int_equal(f.reason, EGRESS_CLOSE_DONE);
+		g_simple(EGRESS_CLOSE, id, EGRESS_CLOSE_DONE);
+	}
+	d_quiet();
+	g_open(4);
+	g_expect(EGRESS_OPEN_OK, 4, NULL);
+	g_str(4, "CONNECT example.com:443 HTTP/1.1\r\nHost: exa");
+	g_simple(EGRESS_FIN, 4, 0);
+	assert_int_equal(g_collect(4, got, sizeof(got), NULL, &f), EGRESS_CLOSE);
+	assert_int_equal(f.reason, EGRESS_CLOSE_REFUSED);
+	assert_non_null(strstr(got, "HTTP/1.1 400 Bad Request\r\n"));
+	assert_non_null(strstr(got, "Tkbox-Rule: incomplete-request\r\n"));
+	d_recv(&m, SUPMSG_EGRESS_REFUSED);
+	assert_string_equal(m.rule, "incomplete-request");
+	supmsg_release(&m);
+	d_quiet();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1046,6 +1158,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_hop_headers, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hrr_split, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_refusal_flood, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_server_first_eof, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_stream_limit, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_empty_stream, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

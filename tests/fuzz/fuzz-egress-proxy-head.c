@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -14,6 +15,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
  * within the input and the caps, frames its body one way only (never
  * Content-Length with chunked), never CONNECTs to port 80, and parses the
  * same from the head alone; one byte less is incomplete, never accepted;
+ * its version is HTTP/1.1, or HTTP/1.0 for a CONNECT only (read from the
+ * request line's last 8 bytes, independently of the parser);
  * the target host re-parses to itself; every refusal carries a reason; a
  * refusal by a rule of the door names its target; the body after an accepted
  * head (body_check).
@@ -76,6 +79,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (h.head_len > size || h.head_len > EGRESS_HEAD_MAX || (h.has_length && h.chunked) ||
 	    (h.kind == EGRESS_REQ_CONNECT && (h.port == 80 || h.chunked || h.content_length != 0)) || h.port == 0 ||
 	    h.path_off + h.path_len > h.head_len || h.path_len > EGRESS_TARGET_MAX) {
+		abort();
+	}
+	const uint8_t *eol = memchr(data, '\r', h.head_len);
+	size_t ln = eol ? (size_t)(eol - data) : 0;
+	bool v10 = ln >= 8 && memcmp(eol - 8, "HTTP/1.0", 8) == 0;
+	if (ln < 8 || (!v10 && memcmp(eol - 8, "HTTP/1.1", 8) != 0) || v10 != h.http10 ||
+	    (v10 && h.kind != EGRESS_REQ_CONNECT)) {
 		abort();
 	}
 	if (egress_head_parse(data, h.head_len, &again, &reason) != 1 || memcmp(&again, &h, sizeof(h)) != 0) {

@@ -38,6 +38,26 @@ static void test_connect(void **state)
 	assert_int_equal(h.port, 22);
 	assert_int_equal(parse("CONNECT 0x7f.1:443 HTTP/1.1\r\nHost: 127.0.0.1:443\r\n\r\n", &h), 1);
 	assert_string_equal(h.host.name, "127.0.0.1"); /* classified later as the address it is */
+	assert_false(h.http10);
+}
+
+/* python3.11's urllib and pip send "CONNECT host:443 HTTP/1.0" with no Host: accepted, as CONNECT only. */
+static void test_connect_http10(void **state)
+{
+	struct egress_head h;
+	const char *s = "CONNECT deb.example:443 HTTP/1.0\r\n\r\n";
+	(void)state;
+
+	assert_int_equal(parse(s, &h), 1);
+	assert_true(h.http10);
+	assert_int_equal(h.kind, EGRESS_REQ_CONNECT);
+	assert_string_equal(h.host.name, "deb.example");
+	assert_int_equal(h.port, 443);
+	assert_int_equal(h.head_len, strlen(s));
+	assert_int_equal(parse("CONNECT deb.example:443 HTTP/1.0\r\nHost: deb.example:443\r\n\r\n", &h), 1);
+	assert_true(h.http10);
+	assert_int_equal(parse("CONNECT deb.example:443 HTTP/1.0\r\n", &h), 0);
+	assert_int_equal(parse("GET http://deb.example/ HTTP/1.0\r\nHost: deb.example\r\n\r\n", &h), -EPROTONOSUPPORT);
 }
 
 static void test_absolute(void **state)
@@ -99,7 +119,18 @@ static void test_refused(void **state)
 		{ "GET http://a.example/ HTTP/1.1\r\n\r\n", -EBADMSG, "an HTTP/1.1 request without a Host header" },
 		{ "GET / HTTP/1.1\r\nHost: a.example\r\n\r\n", -EBADMSG, NULL },
 		{ "GET https://a.example/ HTTP/1.1\r\nHost: a.example\r\n\r\n", -EBADMSG, NULL },
-		{ "GET http://a.example/ HTTP/1.0\r\nHost: a.example\r\n\r\n", -EPROTONOSUPPORT, NULL },
+		{ "GET http://a.example/ HTTP/1.0\r\nHost: a.example\r\n\r\n", -EPROTONOSUPPORT,
+		  "an HTTP/1.0 request in absolute form: the proxy takes HTTP/1.0 only for CONNECT; send HTTP/1.1" },
+		{ "POST http://a.example/ HTTP/1.0\r\nHost: a.example\r\nContent-Length: 0\r\n\r\n", -EPROTONOSUPPORT,
+		  NULL },
+		{ "CONNECT a.example:443 HTTP/0.9\r\n\r\n", -EPROTONOSUPPORT, NULL },
+		{ "CONNECT a.example:443 HTTP/2\r\n\r\n", -EPROTONOSUPPORT, NULL },
+		{ "CONNECT a.example:443 HTTP/2.0\r\n\r\n", -EPROTONOSUPPORT, NULL },
+		{ "CONNECT a.example:443 HTTP/1.2\r\n\r\n", -EPROTONOSUPPORT, NULL },
+		{ "CONNECT a.example:443 http/1.0\r\n\r\n", -EPROTONOSUPPORT, NULL },
+		{ "CONNECT a.example:80 HTTP/1.0\r\n\r\n", -EACCES, NULL },
+		{ "CONNECT a.example:443 HTTP/1.0\r\nContent-Length: 3\r\n\r\n", -EBADMSG, NULL },
+		{ "CONNECT a.example:443 HTTP/1.0\r\nHost: b.example:443\r\n\r\n", -EACCES, NULL },
 		{ "GET http://a.example/ HTTP/2\r\nHost: a.example\r\n\r\n", -EPROTONOSUPPORT, NULL },
 		{ "TRACE http://a.example/ HTTP/1.1\r\nHost: a.example\r\n\r\n", -EOPNOTSUPP, NULL },
 		{ "get http://a.example/ HTTP/1.1\r\nHost: a.example\r\n\r\n", -EOPNOTSUPP, NULL },
@@ -325,8 +356,10 @@ static void test_body(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_connect), cmocka_unit_test(test_absolute), cmocka_unit_test(test_incomplete),
-		cmocka_unit_test(test_refused), cmocka_unit_test(test_caps),	 cmocka_unit_test(test_body),
+		cmocka_unit_test(test_connect),	 cmocka_unit_test(test_connect_http10),
+		cmocka_unit_test(test_absolute), cmocka_unit_test(test_incomplete),
+		cmocka_unit_test(test_refused),	 cmocka_unit_test(test_caps),
+		cmocka_unit_test(test_body),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
