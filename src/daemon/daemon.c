@@ -919,6 +919,27 @@ static void box_stop_wait(struct box *b, const char *reason)
 }
 
 /*
+ * Another thread is sending b's queue: wait for the outcome of the record
+ * queued as number seq (a must-keep record is kept before anything acts on
+ * it). Called with g.lock held; returns with it released.
+ */
+static int box_observe_wait(struct box *b, uint64_t seq, const char *kind, char *err, size_t err_size)
+{
+	int r;
+
+	while (b->obs_kept < seq && !b->obs_failed) {
+		pthread_cond_wait(&b->cond, &g.lock);
+	}
+	r = b->obs_kept >= seq ? 0 : -EIO;
+	pthread_mutex_unlock(&g.lock);
+	if (r < 0) {
+		(void)snprintf(err, err_size,
+			       "%s could not be kept (the records before it were refused); the box was stopped", kind);
+	}
+	return r;
+}
+
+/*
  * A must-keep observation on b's run (issue 5's fail-closed rule): queued
  * (at most OBSQ_MAX pending) and sent to the signer in FIFO order by one
  * thread at a time. When it does not fit in the queue, or the signer refuses
@@ -959,19 +980,7 @@ static int box_observe_keep(struct box *b, const char *kind, json_t *data, char 
 	}
 	seq = ++b->obs_pushed;
 	if (b->obs_draining) {
-		/* Another thread is sending: wait for the outcome of ours (a must-keep record is kept before we act). */
-		while (b->obs_kept < seq && !b->obs_failed) {
-			pthread_cond_wait(&b->cond, &g.lock);
-		}
-		r = b->obs_kept >= seq ? 0 : -EIO;
-		pthread_mutex_unlock(&g.lock);
-		if (r < 0) {
-			(void)snprintf(err, err_size,
-				       "%s could not be kept (the records before it were refused); the box "
-				       "was stopped",
-				       kind);
-		}
-		return r;
+		return box_observe_wait(b, seq, kind, err, err_size);
 	}
 	b->obs_draining = true;
 	run_id = b->run_id ? strdup(b->run_id) : NULL;

@@ -235,37 +235,10 @@ static void resolve_cb(void *arg, int status, int timeouts, struct ares_addrinfo
 	}
 }
 
-int egress_resolve_name(const char *name, struct egress_addr *ret, size_t max, size_t *ret_n, char *err,
-			size_t err_size)
+/* Run ch's queries until st is done or the deadline passes (true: it passed). */
+static bool resolve_wait(ares_channel ch, struct resolve_state *st, uint64_t deadline)
 {
-	struct ares_options opts = { .timeout = 1000, .tries = 2 };
-	struct ares_addrinfo_hints hints = { .ai_family = AF_UNSPEC, .ai_flags = ARES_AI_NOSORT };
-	struct resolve_state st = { .ret = ret, .max = max };
-	uint64_t deadline = clock_mono_ms() + EGRESS_RESOLVE_TIMEOUT_MS;
-	ares_channel ch;
-	bool timed_out = false;
-	int r;
-
-	(void)pthread_once(&ares_once, ares_lib_init);
-	if (ares_lib_r != ARES_SUCCESS) {
-		(void)snprintf(err, err_size, "the resolver library did not start (%s)", ares_strerror(ares_lib_r));
-		return -EIO;
-	}
-	/* The host's resolver configuration (resolv.conf, hosts), read afresh for each name. */
-	/*
-	 * No search list: the name is looked up exactly as decided, never with the
-	 * host's search domains appended (x.allowed.test must not become
-	 * x.allowed.test.corp.example, a name nobody allowed).
-	 */
-	opts.domains = NULL;
-	opts.ndomains = 0;
-	r = ares_init_options(&ch, &opts, ARES_OPT_TIMEOUTMS | ARES_OPT_TRIES | ARES_OPT_DOMAINS);
-	if (r != ARES_SUCCESS) {
-		(void)snprintf(err, err_size, "the resolver did not start (%s)", ares_strerror(r));
-		return -EIO;
-	}
-	ares_getaddrinfo(ch, name, NULL, &hints, resolve_cb, &st);
-	while (!st.done) {
+	while (!st->done) {
 		ares_socket_t socks[ARES_GETSOCK_MAXNUM];
 		struct pollfd p[ARES_GETSOCK_MAXNUM];
 		int bits = ares_getsock(ch, socks, ARES_GETSOCK_MAXNUM), np = 0, k;
@@ -273,8 +246,7 @@ int egress_resolve_name(const char *name, struct egress_addr *ret, size_t max, s
 		struct timeval tv, *tvp, max_tv;
 
 		if (now >= deadline) {
-			timed_out = true;
-			break;
+			return true;
 		}
 		max_tv = (struct timeval){ .tv_sec = (time_t)((deadline - now) / 1000),
 					   .tv_usec = (suseconds_t)((deadline - now) % 1000) * 1000 };
@@ -304,6 +276,40 @@ int egress_resolve_name(const char *name, struct egress_addr *ret, size_t max, s
 			}
 		}
 	}
+	return false;
+}
+
+int egress_resolve_name(const char *name, struct egress_addr *ret, size_t max, size_t *ret_n, char *err,
+			size_t err_size)
+{
+	struct ares_options opts = { .timeout = 1000, .tries = 2 };
+	struct ares_addrinfo_hints hints = { .ai_family = AF_UNSPEC, .ai_flags = ARES_AI_NOSORT };
+	struct resolve_state st = { .ret = ret, .max = max };
+	uint64_t deadline = clock_mono_ms() + EGRESS_RESOLVE_TIMEOUT_MS;
+	ares_channel ch;
+	bool timed_out;
+	int r;
+
+	(void)pthread_once(&ares_once, ares_lib_init);
+	if (ares_lib_r != ARES_SUCCESS) {
+		(void)snprintf(err, err_size, "the resolver library did not start (%s)", ares_strerror(ares_lib_r));
+		return -EIO;
+	}
+	/* The host's resolver configuration (resolv.conf, hosts), read afresh for each name. */
+	/*
+	 * No search list: the name is looked up exactly as decided, never with the
+	 * host's search domains appended (x.allowed.test must not become
+	 * x.allowed.test.corp.example, a name nobody allowed).
+	 */
+	opts.domains = NULL;
+	opts.ndomains = 0;
+	r = ares_init_options(&ch, &opts, ARES_OPT_TIMEOUTMS | ARES_OPT_TRIES | ARES_OPT_DOMAINS);
+	if (r != ARES_SUCCESS) {
+		(void)snprintf(err, err_size, "the resolver did not start (%s)", ares_strerror(r));
+		return -EIO;
+	}
+	ares_getaddrinfo(ch, name, NULL, &hints, resolve_cb, &st);
+	timed_out = resolve_wait(ch, &st, deadline);
 	if (!st.done) {
 		ares_cancel(ch);
 	}
