@@ -88,92 +88,124 @@ struct runner {
 	const char *ext4;
 };
 
-/*
- * debugfs (read-only) on the image in a confined child: with request (-R)
- * or with script on its stdin (-f -). Its stdout, at most cap bytes
- * (-EFBIG past it), NUL-terminated, into *ret.
- */
-static int run_debugfs(const struct runner *rn, const char *request, const char *script, size_t cap, char **ret,
-		       size_t *ret_n)
+/* The pipes and /dev/null a debugfs child uses; -1 where closed. */
+struct debugfs_fds {
+	int out[2];
+	int in[2];
+	int nul;
+};
+
+static void debugfs_fds_close(struct debugfs_fds *f)
+{
+	for (size_t i = 0; i < 2; i++) {
+		if (f->out[i] >= 0) {
+			(void)close(f->out[i]);
+		}
+		if (f->in[i] >= 0) {
+			(void)close(f->in[i]);
+		}
+	}
+	if (f->nul >= 0) {
+		(void)close(f->nul);
+	}
+}
+
+/* The forked child: confine itself, then exec debugfs. */
+static _noreturn_ void debugfs_child(const struct runner *rn, const char *request, const struct debugfs_fds *f,
+				     pid_t parent)
 {
 	char *argv[] = { (char *)rn->debugfs, request ? "-R" : "-f", request ? (char *)request : "-", (char *)rn->ext4,
 			 NULL };
 	char *envp[] = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C", NULL };
-	int out[2] = { -1, -1 }, in[2] = { -1, -1 }, nul = -1, status = 0, r = 0;
-	int64_t deadline = (int64_t)clock_mono_ms() + IMAGE_FILES_TIMEOUT_S * 1000;
-	size_t n = 0, size = 4096;
-	char *b = malloc(size);
+	struct sandbox_report rep;
+
+	/* between fork and exec in a threaded daemon: async-signal-safe calls only */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent || dup2(f->in[0], 0) < 0 ||
+	    dup2(f->out[1], 1) < 0 || dup2(f->nul, 2) < 0 || close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) < 0 ||
+	    sandbox_enter(&rn->sp, &rep) < 0) {
+		_exit(126);
+	}
+	execve(argv[0], argv, envp);
+	_exit(127);
+}
+
+/* Opens f, puts the script on the child's stdin and starts the child; the parent keeps f->out[0]. */
+static int debugfs_start(const struct runner *rn, const char *request, const char *script, struct debugfs_fds *f,
+			 pid_t *ret_pid)
+{
 	pid_t pid, parent = getpid();
 
-	if (!b) {
-		return -ENOMEM;
-	}
-	if (pipe2(out, O_CLOEXEC) < 0 || pipe2(in, O_CLOEXEC) < 0 ||
-	    (nul = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0) {
-		r = negative_errno();
-		goto out;
+	if (pipe2(f->out, O_CLOEXEC) < 0 || pipe2(f->in, O_CLOEXEC) < 0 ||
+	    (f->nul = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0) {
+		return negative_errno();
 	}
 	/* the script is a few hundred bytes: it fits in the pipe before the child starts */
-	if (script && write(in[1], script, strlen(script)) != (ssize_t)strlen(script)) {
-		r = -EIO;
-		goto out;
+	if (script && write(f->in[1], script, strlen(script)) != (ssize_t)strlen(script)) {
+		return -EIO;
 	}
-	(void)close(in[1]);
-	in[1] = -1;
+	(void)close(f->in[1]);
+	f->in[1] = -1;
 	pid = fork();
 	if (pid < 0) {
-		r = negative_errno();
-		goto out;
+		return negative_errno();
 	}
 	if (pid == 0) {
-		struct sandbox_report rep;
-		/* between fork and exec in a threaded daemon: async-signal-safe calls only */
-		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent || dup2(in[0], 0) < 0 ||
-		    dup2(out[1], 1) < 0 || dup2(nul, 2) < 0 || close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) < 0 ||
-		    sandbox_enter(&rn->sp, &rep) < 0) {
-			_exit(126);
-		}
-		execve(argv[0], argv, envp);
-		_exit(127);
+		debugfs_child(rn, request, f, parent);
 	}
-	(void)close(out[1]);
-	out[1] = -1;
+	(void)close(f->out[1]);
+	f->out[1] = -1;
+	*ret_pid = pid;
+	return 0;
+}
+
+/* A growing NUL-terminable buffer: n bytes used of size (one kept for the NUL). */
+struct debugfs_out {
+	char *b;
+	size_t n;
+	size_t size;
+};
+
+/* Reads fd to its end into o, at most cap bytes (-EFBIG past it), until deadline (-ETIME). */
+static int debugfs_read(int fd, int64_t deadline, size_t cap, struct debugfs_out *o)
+{
 	for (;;) {
-		struct pollfd pf = { .fd = out[0], .events = POLLIN };
+		struct pollfd pf = { .fd = fd, .events = POLLIN };
 		int64_t left = deadline - (int64_t)clock_mono_ms();
 		ssize_t k;
 
 		if (left <= 0) {
-			r = -ETIME;
-			break;
+			return -ETIME;
 		}
 		if (RETRY_EINTR(poll(&pf, 1, (int)left)) < 0) {
-			r = negative_errno();
-			break;
+			return negative_errno();
 		}
-		if (n + 1 == size) {
-			char *nb = size > cap ? NULL : realloc(b, size * 2);
+		if (o->n + 1 == o->size) {
+			char *nb = o->size > cap ? NULL : realloc(o->b, o->size * 2);
 			if (!nb) {
-				r = size > cap ? -EFBIG : -ENOMEM;
-				break;
+				return o->size > cap ? -EFBIG : -ENOMEM;
 			}
-			b = nb;
-			size *= 2;
+			o->b = nb;
+			o->size *= 2;
 		}
-		k = RETRY_EINTR(read(out[0], b + n, size - n - 1));
+		k = RETRY_EINTR(read(fd, o->b + o->n, o->size - o->n - 1));
 		if (k < 0) {
-			r = negative_errno();
-			break;
+			return negative_errno();
 		}
 		if (k == 0) {
-			break;
+			return 0;
 		}
-		n += (size_t)k;
-		if (n > cap) {
-			r = -EFBIG;
-			break;
+		o->n += (size_t)k;
+		if (o->n > cap) {
+			return -EFBIG;
 		}
 	}
+}
+
+/* Reaps the child (killed first if r says reading failed); a non-zero exit is -EIO. */
+static int debugfs_reap(pid_t pid, int r)
+{
+	int status = 0;
+
 	if (r < 0) {
 		(void)kill(pid, SIGKILL);
 	}
@@ -183,25 +215,40 @@ static int run_debugfs(const struct runner *rn, const char *request, const char 
 	if (r >= 0 && (!WIFEXITED(status) || WEXITSTATUS(status) != 0)) {
 		r = -EIO;
 	}
-out:
-	for (size_t i = 0; i < 2; i++) {
-		if (out[i] >= 0) {
-			(void)close(out[i]);
-		}
-		if (in[i] >= 0) {
-			(void)close(in[i]);
-		}
+	return r;
+}
+
+/*
+ * debugfs (read-only) on the image in a confined child: with request (-R)
+ * or with script on its stdin (-f -). Its stdout, at most cap bytes
+ * (-EFBIG past it), NUL-terminated, into *ret.
+ */
+static int run_debugfs(const struct runner *rn, const char *request, const char *script, size_t cap, char **ret,
+		       size_t *ret_n)
+{
+	struct debugfs_fds f = { .out = { -1, -1 }, .in = { -1, -1 }, .nul = -1 };
+	int64_t deadline = (int64_t)clock_mono_ms() + IMAGE_FILES_TIMEOUT_S * 1000;
+	struct debugfs_out o = { .size = 4096 };
+	pid_t pid;
+	int r;
+
+	o.b = malloc(o.size);
+	if (!o.b) {
+		return -ENOMEM;
 	}
-	if (nul >= 0) {
-		(void)close(nul);
+	r = debugfs_start(rn, request, script, &f, &pid);
+	if (r >= 0) {
+		r = debugfs_read(f.out[0], deadline, cap, &o);
+		r = debugfs_reap(pid, r);
 	}
+	debugfs_fds_close(&f);
 	if (r < 0) {
-		free(b);
+		free(o.b);
 		return r;
 	}
-	b[n] = '\0';
-	*ret = b;
-	*ret_n = n;
+	o.b[o.n] = '\0';
+	*ret = o.b;
+	*ret_n = o.n;
 	return 0;
 }
 
@@ -744,15 +791,99 @@ static int listing_script(unsigned needs, char **ret)
 	return 0;
 }
 
+/* A fresh, empty scratch_dir/image-files for the confined reader. */
+static int scratch_create(const char *scratch_dir, char **ret, char *err, size_t err_size)
+{
+	char *scratch = NULL;
+	int r;
+
+	if (asprintf(&scratch, "%s/image-files", scratch_dir) < 0) {
+		return -ENOMEM;
+	}
+	(void)rmdir(scratch);
+	if (mkdir(scratch, 0700) < 0) {
+		r = negative_errno();
+		(void)snprintf(err, err_size, "creating %s: %s", scratch, tk_strerror(r));
+		free(scratch);
+		return r;
+	}
+	*ret = scratch;
+	return 0;
+}
+
+/* Runs a listing script; what names the directories listed in an error. */
+static int run_listing(const struct runner *rn, const char *script, const char *what, char **ret, char *err,
+		       size_t err_size)
+{
+	size_t n;
+	int r = run_debugfs(rn, NULL, script, IMAGE_FILES_LIST_MAX, ret, &n);
+
+	if (r < 0) {
+		(void)snprintf(err, err_size, "listing the image's %s with debugfs: %s", what,
+			       r == -EFBIG ? "more than IMAGE_FILES_LIST_MAX bytes" : tk_strerror(r));
+	}
+	return r;
+}
+
+/*
+ * The python and Go candidates in the first listing, then the listing of
+ * their directories into *ret (left NULL when there is no candidate).
+ */
+static int list_candidates(const struct runner *rn, const char *listing, unsigned needs, struct candidates *cand,
+			   char **ret, char *err, size_t err_size)
+{
+	char *script = NULL;
+	int r = candidates_find(listing, needs, cand, err, err_size);
+
+	if (r >= 0) {
+		r = candidates_script(cand, &script);
+	}
+	if (r >= 0 && script) {
+		r = run_listing(rn, script, "python and Go directories", ret, err, err_size);
+	}
+	free(script);
+	return r;
+}
+
+/* With the reader confined: list the image's directories, then read each needed preset's files into f. */
+static int read_needed(const struct runner *rn, unsigned needs, struct image_files *f, char *err, size_t err_size)
+{
+	char *script = NULL, *listing = NULL, *listing2 = NULL;
+	struct candidates cand = { 0 };
+	int r = listing_script(needs, &script);
+
+	if (r >= 0) {
+		r = run_listing(rn, script, "directories", &listing, err, err_size);
+	}
+	if (r >= 0 && (needs & EGRESS_NEED_APT)) {
+		r = read_apt(rn, listing, f, err, err_size);
+	}
+	if (r >= 0 && (needs & EGRESS_NEED_NPM)) {
+		r = read_npm(rn, listing, f, err, err_size);
+	}
+	if (r >= 0 && (needs & (EGRESS_NEED_PIP | EGRESS_NEED_GO))) {
+		r = list_candidates(rn, listing, needs, &cand, &listing2, err, err_size);
+	}
+	if (r >= 0 && (needs & EGRESS_NEED_PIP)) {
+		r = read_pip(rn, listing, listing2, &cand, f, err, err_size);
+	}
+	if (r >= 0 && (needs & EGRESS_NEED_GO)) {
+		r = read_go(rn, listing, listing2, &cand, f, err, err_size);
+	}
+	free(script);
+	free(listing);
+	free(listing2);
+	candidates_release(&cand);
+	return r;
+}
+
 int image_files_read(const char *ext4, unsigned needs, const char *scratch_dir, struct image_files *ret, char *err,
 		     size_t err_size)
 {
 	struct runner rn = { .sp = { .ruleset_fd = -1 }, .ext4 = ext4 };
 	struct image_files f = { 0 };
 	const char *ro[] = { ext4, NULL };
-	char *scratch = NULL, *script = NULL, *listing = NULL, *script2 = NULL, *listing2 = NULL;
-	struct candidates cand = { 0 };
-	size_t n;
+	char *scratch = NULL;
 	int r;
 
 	if (needs == 0) {
@@ -764,14 +895,8 @@ int image_files_read(const char *ext4, unsigned needs, const char *scratch_dir, 
 		(void)snprintf(err, err_size, "the presets that read the image need debugfs (install e2fsprogs)");
 		return -ENOENT;
 	}
-	if (asprintf(&scratch, "%s/image-files", scratch_dir) < 0) {
-		return -ENOMEM;
-	}
-	(void)rmdir(scratch);
-	if (mkdir(scratch, 0700) < 0) {
-		r = negative_errno();
-		(void)snprintf(err, err_size, "creating %s: %s", scratch, tk_strerror(r));
-		free(scratch);
+	r = scratch_create(scratch_dir, &scratch, err, err_size);
+	if (r < 0) {
 		return r;
 	}
 	r = sandbox_prepare(SANDBOX_IMAGE_LOCAL, scratch, ro, &rn.sp);
@@ -779,40 +904,7 @@ int image_files_read(const char *ext4, unsigned needs, const char *scratch_dir, 
 		(void)snprintf(err, err_size, "confining the image reader: %s", tk_strerror(r));
 	}
 	if (r >= 0) {
-		r = listing_script(needs, &script);
-	}
-	if (r >= 0) {
-		r = run_debugfs(&rn, NULL, script, IMAGE_FILES_LIST_MAX, &listing, &n);
-		if (r < 0) {
-			(void)snprintf(err, err_size, "listing the image's directories with debugfs: %s",
-				       r == -EFBIG ? "more than IMAGE_FILES_LIST_MAX bytes" : tk_strerror(r));
-		}
-	}
-	if (r >= 0 && (needs & EGRESS_NEED_APT)) {
-		r = read_apt(&rn, listing, &f, err, err_size);
-	}
-	if (r >= 0 && (needs & EGRESS_NEED_NPM)) {
-		r = read_npm(&rn, listing, &f, err, err_size);
-	}
-	if (r >= 0 && (needs & (EGRESS_NEED_PIP | EGRESS_NEED_GO))) {
-		r = candidates_find(listing, needs, &cand, err, err_size);
-		if (r >= 0) {
-			r = candidates_script(&cand, &script2);
-		}
-		if (r >= 0 && script2) {
-			r = run_debugfs(&rn, NULL, script2, IMAGE_FILES_LIST_MAX, &listing2, &n);
-			if (r < 0) {
-				(void)snprintf(err, err_size,
-					       "listing the image's python and Go directories with debugfs: %s",
-					       r == -EFBIG ? "more than IMAGE_FILES_LIST_MAX bytes" : tk_strerror(r));
-			}
-		}
-	}
-	if (r >= 0 && (needs & EGRESS_NEED_PIP)) {
-		r = read_pip(&rn, listing, listing2, &cand, &f, err, err_size);
-	}
-	if (r >= 0 && (needs & EGRESS_NEED_GO)) {
-		r = read_go(&rn, listing, listing2, &cand, &f, err, err_size);
+		r = read_needed(&rn, needs, &f, err, err_size);
 	}
 	if (r == -ENOMEM) {
 		(void)snprintf(err, err_size, "out of memory");
@@ -820,11 +912,6 @@ int image_files_read(const char *ext4, unsigned needs, const char *scratch_dir, 
 	sandbox_prepared_release(&rn.sp);
 	(void)rmdir(scratch);
 	free(scratch);
-	free(script);
-	free(listing);
-	free(script2);
-	free(listing2);
-	candidates_release(&cand);
 	if (r < 0) {
 		image_files_release(&f);
 		return r;

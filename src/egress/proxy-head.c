@@ -375,63 +375,77 @@ static bool text_byte(uint8_t c)
 	return c == '\t' || (c >= 0x20 && c != 0x7f);
 }
 
-/* One byte of a chunked body's framing (not chunk data): 0, 1 at the end, or -errno. */
-static int chunk_byte(struct egress_body *b, uint8_t c)
-{
-	static const char bad[] = "a malformed chunked request body (RFC 9112 section 7.1)";
-	bool in_line = b->state == BD_SIZE || b->state == BD_EXT_WS || b->state == BD_EXT;
-	bool in_trailer = b->state >= BD_TRAILER && b->state <= BD_TRAILER_LF;
+#define CHUNK_BAD "a malformed chunked request body (RFC 9112 section 7.1)"
 
-	if ((in_line || in_trailer) && ++b->line > EGRESS_CHUNK_LINE_MAX) {
-		return body_fail(b, -E2BIG, "a chunk-size or trailer line longer than 4 KiB (EGRESS_CHUNK_LINE_MAX)");
+/* BD_SIZE: a hex digit of the chunk size, or the byte that ends the size. */
+static int chunk_size_byte(struct egress_body *b, uint8_t c)
+{
+	if (hexval(c) >= 0) {
+		if (++b->digits > 15) {
+			return body_fail(b, -E2BIG, "a chunk size of more than 15 hex digits");
+		}
+		b->left = b->left << 4 | (uint64_t)hexval(c);
+		return 0;
 	}
-	if (in_trailer && ++b->trailer > EGRESS_TRAILER_MAX) {
-		return body_fail(b, -E2BIG, "a chunked body's trailer section larger than 32 KiB (EGRESS_TRAILER_MAX)");
+	if (b->digits == 0) {
+		return body_fail(b, -EBADMSG, CHUNK_BAD);
 	}
+	b->state = c == ';' ? BD_EXT : c == ' ' || c == '\t' ? BD_EXT_WS : c == '\r' ? BD_SIZE_LF : BD_FAILED;
+	return b->state == BD_FAILED ? body_fail(b, -EBADMSG, CHUNK_BAD) : 0;
+}
+
+/* BD_EXT_WS, BD_EXT, BD_SIZE_LF: the rest of a chunk-size line after the size. */
+static int chunk_ext_byte(struct egress_body *b, uint8_t c)
+{
 	switch (b->state) {
-	case BD_SIZE:
-		if (hexval(c) >= 0) {
-			if (++b->digits > 15) {
-				return body_fail(b, -E2BIG, "a chunk size of more than 15 hex digits");
-			}
-			b->left = b->left << 4 | (uint64_t)hexval(c);
-			return 0;
-		}
-		if (b->digits == 0) {
-			return body_fail(b, -EBADMSG, bad);
-		}
-		b->state = c == ';' ? BD_EXT : c == ' ' || c == '\t' ? BD_EXT_WS : c == '\r' ? BD_SIZE_LF : BD_FAILED;
-		return b->state == BD_FAILED ? body_fail(b, -EBADMSG, bad) : 0;
 	case BD_EXT_WS:
 		if (c == ';') {
 			b->state = BD_EXT;
 		} else if (c != ' ' && c != '\t') {
-			return body_fail(b, -EBADMSG, bad);
+			return body_fail(b, -EBADMSG, CHUNK_BAD);
 		}
 		return 0;
 	case BD_EXT:
 		if (c == '\r') {
 			b->state = BD_SIZE_LF;
 		} else if (!text_byte(c)) {
-			return body_fail(b, -EBADMSG, bad);
+			return body_fail(b, -EBADMSG, CHUNK_BAD);
 		}
 		return 0;
 	case BD_SIZE_LF:
 		if (c != '\n') {
-			return body_fail(b, -EBADMSG, bad);
+			return body_fail(b, -EBADMSG, CHUNK_BAD);
 		}
 		b->line = 0;
 		b->state = b->left == 0 ? BD_TRAILER : BD_DATA;
 		return 0;
+	default:
+		return body_fail(b, -EBADMSG, CHUNK_BAD);
+	}
+}
+
+/* BD_DATA_CR, BD_DATA_LF: the CRLF after a chunk's data. */
+static int chunk_data_end_byte(struct egress_body *b, uint8_t c)
+{
+	switch (b->state) {
 	case BD_DATA_CR:
 		b->state = c == '\r' ? BD_DATA_LF : BD_FAILED;
-		return b->state == BD_FAILED ? body_fail(b, -EBADMSG, bad) : 0;
+		return b->state == BD_FAILED ? body_fail(b, -EBADMSG, CHUNK_BAD) : 0;
 	case BD_DATA_LF:
 		if (c != '\n') {
-			return body_fail(b, -EBADMSG, bad);
+			return body_fail(b, -EBADMSG, CHUNK_BAD);
 		}
 		*b = (struct egress_body){ .state = BD_SIZE };
 		return 0;
+	default:
+		return body_fail(b, -EBADMSG, CHUNK_BAD);
+	}
+}
+
+/* BD_TRAILER, BD_TRAILER_NAME, BD_TRAILER_VALUE: one trailer line up to its CR. */
+static int chunk_trailer_byte(struct egress_body *b, uint8_t c)
+{
+	switch (b->state) {
 	case BD_TRAILER:
 		if (c == '\r') {
 			b->state = BD_END_LF;
@@ -456,21 +470,57 @@ static int chunk_byte(struct egress_body *b, uint8_t c)
 			return body_fail(b, -EBADMSG, "a control byte in a trailer line");
 		}
 		return 0;
-	case BD_TRAILER_LF:
-		if (c != '\n') {
-			return body_fail(b, -EBADMSG, bad);
-		}
-		b->line = 0;
-		b->state = BD_TRAILER;
-		return 0;
-	case BD_END_LF:
-		if (c != '\n') {
-			return body_fail(b, -EBADMSG, bad);
-		}
+	default:
+		return body_fail(b, -EBADMSG, CHUNK_BAD);
+	}
+}
+
+/* BD_TRAILER_LF, BD_END_LF: the LF that ends a trailer line, or the whole body (1). */
+static int chunk_trailer_lf_byte(struct egress_body *b, uint8_t c)
+{
+	if (c != '\n') {
+		return body_fail(b, -EBADMSG, CHUNK_BAD);
+	}
+	if (b->state == BD_END_LF) {
 		b->state = BD_DONE;
 		return 1;
+	}
+	b->line = 0;
+	b->state = BD_TRAILER;
+	return 0;
+}
+
+/* One byte of a chunked body's framing (not chunk data): 0, 1 at the end, or -errno. */
+static int chunk_byte(struct egress_body *b, uint8_t c)
+{
+	bool in_line = b->state == BD_SIZE || b->state == BD_EXT_WS || b->state == BD_EXT;
+	bool in_trailer = b->state >= BD_TRAILER && b->state <= BD_TRAILER_LF;
+
+	if ((in_line || in_trailer) && ++b->line > EGRESS_CHUNK_LINE_MAX) {
+		return body_fail(b, -E2BIG, "a chunk-size or trailer line longer than 4 KiB (EGRESS_CHUNK_LINE_MAX)");
+	}
+	if (in_trailer && ++b->trailer > EGRESS_TRAILER_MAX) {
+		return body_fail(b, -E2BIG, "a chunked body's trailer section larger than 32 KiB (EGRESS_TRAILER_MAX)");
+	}
+	switch (b->state) {
+	case BD_SIZE:
+		return chunk_size_byte(b, c);
+	case BD_EXT_WS:
+	case BD_EXT:
+	case BD_SIZE_LF:
+		return chunk_ext_byte(b, c);
+	case BD_DATA_CR:
+	case BD_DATA_LF:
+		return chunk_data_end_byte(b, c);
+	case BD_TRAILER:
+	case BD_TRAILER_NAME:
+	case BD_TRAILER_VALUE:
+		return chunk_trailer_byte(b, c);
+	case BD_TRAILER_LF:
+	case BD_END_LF:
+		return chunk_trailer_lf_byte(b, c);
 	default:
-		return body_fail(b, -EBADMSG, bad);
+		return body_fail(b, -EBADMSG, CHUNK_BAD);
 	}
 }
 
