@@ -1033,7 +1033,8 @@ failed:
 /* What a box keeps in the daemon's state until tkbox rm; then its directory goes too. */
 static void box_remove_files(const struct box *b)
 {
-	static const char *const files[] = { "box.json", "events.jsonl", "console.log", "workspace.ext4" };
+	static const char *const files[] = { "box.json", "egress.json", "events.jsonl", "console.log",
+					     "workspace.ext4" };
 
 	for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
 		_cleanup_free_ char *path = NULL;
