@@ -182,10 +182,26 @@ static void sx_unhold(struct sx *x)
 	}
 }
 
+/*
+ * Close a client's stream. Bytes it sent that nobody read (a last stdin
+ * frame behind the command's end) would make close() send a reset, and a
+ * reset destroys what the client has not read yet: its EXIT frame. Read
+ * what is queued first, then half-close, then close.
+ */
+static void client_close(int fd)
+{
+	uint8_t sink[4096];
+
+	for (int i = 0; i < 256 && recv(fd, sink, sizeof(sink), MSG_DONTWAIT) > 0; i++) {
+	}
+	(void)shutdown(fd, SHUT_WR);
+	(void)close(fd);
+}
+
 static void sx_release(struct sx *x)
 {
 	if (x->fd >= 0) {
-		(void)close(x->fd);
+		client_close(x->fd);
 	}
 	buf_release(&x->in);
 	buf_release(&x->out);
