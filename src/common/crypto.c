@@ -772,3 +772,24 @@ int crypto_random(void *p, size_t n)
 	}
 	return 0;
 }
+
+int crypto_random_hex(size_t nbytes, char *out)
+{
+	static const char digits[] = "0123456789abcdef";
+	uint8_t b[CRYPTO_RANDOM_HEX_MAX];
+	int r;
+
+	if (nbytes > sizeof(b) || !out) {
+		return -EINVAL;
+	}
+	r = crypto_random(b, nbytes);
+	if (r < 0) {
+		return r;
+	}
+	for (size_t i = 0; i < nbytes; i++) {
+		out[2 * i] = digits[b[i] >> 4];
+		out[2 * i + 1] = digits[b[i] & 0xf];
+	}
+	out[2 * nbytes] = '\0';
+	return 0;
+}

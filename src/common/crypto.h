@@ -94,4 +94,9 @@ _wur_ int ed25519_verify(const uint8_t pub[ED25519_PUB_LEN], const void *msg, si
 /* Fill with cryptographically secure random bytes. */
 _wur_ int crypto_random(void *p, size_t n);
 
+#define CRYPTO_RANDOM_HEX_MAX 32 /* bytes crypto_random_hex draws at most */
+
+/* nbytes (<= CRYPTO_RANDOM_HEX_MAX) random bytes as lower-case hex in out (2 * nbytes + 1 bytes, NUL-terminated). */
+_wur_ int crypto_random_hex(size_t nbytes, char *out);
+
 #endif

@@ -56,7 +56,7 @@ static void door_event(struct crossing *x, bool problem, const char *what, json_
 static int crossing_decide(struct crossing *x, json_t **ret)
 {
 	json_t *reply = NULL;
-	uint8_t rnd[8];
+	char rnd[2 * 8 + 1];
 	char err[512] = "";
 	int r;
 
@@ -64,12 +64,10 @@ static int crossing_decide(struct crossing *x, json_t **ret)
 		return refuse(x, -EIO, 503, "signer_unreachable", NULL,
 			      "the box has no open run: refused, nothing ran");
 	}
-	if (crypto_random(rnd, sizeof(rnd)) < 0) {
+	if (crypto_random_hex(8, rnd) < 0) {
 		return refuse(x, -EIO, 500, "internal", NULL, "no randomness");
 	}
-	(void)snprintf(x->tool_call_id, sizeof(x->tool_call_id), "%s-%lld-%02x%02x%02x%02x%02x%02x%02x%02x",
-		       x->door->name, (long long)x->seq, rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5], rnd[6],
-		       rnd[7]);
+	(void)snprintf(x->tool_call_id, sizeof(x->tool_call_id), "%s-%lld-%s", x->door->name, (long long)x->seq, rnd);
 	r = signer_link_call(signer_link_request_id(json_pack("{s:s,s:s,s:s,s:s,s:s,s:O}", "method", "decide", "run_id",
 							      x->run_id, "run_token", x->run_token, "tool_call_id",
 							      x->tool_call_id, "tool", x->door->tool, "args", x->args)),

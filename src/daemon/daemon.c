@@ -168,24 +168,6 @@ static void rfc3339_now(char out[40])
 		       tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000);
 }
 
-static int random_hex(size_t nbytes, char *out)
-{
-	uint8_t b[32];
-	int r;
-
-	if (nbytes > sizeof(b)) {
-		return -EINVAL;
-	}
-	r = crypto_random(b, nbytes);
-	if (r < 0) {
-		return r;
-	}
-	for (size_t i = 0; i < nbytes; i++) {
-		(void)snprintf(out + 2 * i, 3, "%02x", b[i]);
-	}
-	return 0;
-}
-
 static size_t strv_len(char *const *v)
 {
 	size_t n = 0;
@@ -1252,7 +1234,7 @@ static int box_new(const struct api_create_req *q, struct box **ret)
 	char gen[16] = "box-";
 	struct box *b;
 
-	if (!q->name && random_hex(3, gen + 4) < 0) {
+	if (!q->name && crypto_random_hex(3, gen + 4) < 0) {
 		return -EIO;
 	}
 	b = calloc(1, sizeof(*b));
@@ -1439,7 +1421,7 @@ static int box_register_run(struct box *b, char *err, size_t err_size)
 	if (g.o.unrecorded) {
 		return 0;
 	}
-	(void)random_hex(4, rnd);
+	(void)crypto_random_hex(4, rnd);
 	(void)snprintf(run_id, sizeof(run_id), "tkbox-%s-%s", b->name, rnd);
 	r = signer_link_once(
 		signer_link_request_id(json_pack("{s:s,s:{s:s,s:s},s:s}", "method", "register_run", "agent", "name",

@@ -213,13 +213,12 @@ static struct ap *find_open(const struct ap_box *bx, const char *host, uint16_t 
 static int new_id(char out[EGRESS_APPROVAL_ID_MAX])
 {
 	for (int tries = 0; tries < 8; tries++) {
-		uint8_t b[6];
-		int r = crypto_random(b, sizeof(b));
+		char hex[2 * 6 + 1];
+		int r = crypto_random_hex(6, hex);
 		if (r < 0) {
 			return r;
 		}
-		(void)snprintf(out, EGRESS_APPROVAL_ID_MAX, "ap-%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2], b[3], b[4],
-			       b[5]);
+		(void)snprintf(out, EGRESS_APPROVAL_ID_MAX, "ap-%s", hex);
 		if (!find_id(out)) {
 			return 0;
 		}

@@ -280,13 +280,9 @@ void signer_link_error(char *err, size_t err_size, const char *what, int r, cons
 
 json_t *signer_link_request_id(json_t *req)
 {
-	uint8_t rnd[16];
-	char rid[2 * sizeof(rnd) + 1];
+	char rid[2 * 16 + 1];
 
-	if (req && crypto_random(rnd, sizeof(rnd)) >= 0) {
-		for (size_t i = 0; i < sizeof(rnd); i++) {
-			(void)snprintf(rid + 2 * i, 3, "%02x", rnd[i]);
-		}
+	if (req && crypto_random_hex(16, rid) >= 0) {
 		(void)json_object_set_new(req, "request_id", json_string(rid));
 	}
 	return req;

@@ -1010,6 +1010,21 @@ static void test_crypto_random(void **state)
 	assert_int_equal(crypto_random(NULL, 1), -EINVAL);
 }
 
+static void test_crypto_random_hex(void **state)
+{
+	char h[2 * CRYPTO_RANDOM_HEX_MAX + 2];
+
+	memset(h, 'X', sizeof(h));
+	assert_int_equal(crypto_random_hex(6, h), 0);
+	assert_int_equal(strlen(h), 12);
+	assert_int_equal(strspn(h, "0123456789abcdef"), 12);
+	assert_int_equal(crypto_random_hex(CRYPTO_RANDOM_HEX_MAX, h), 0);
+	assert_int_equal(strlen(h), 2 * CRYPTO_RANDOM_HEX_MAX);
+	assert_int_equal(crypto_random_hex(CRYPTO_RANDOM_HEX_MAX + 1, h), -EINVAL);
+	assert_int_equal(crypto_random_hex(0, h), 0);
+	assert_string_equal(h, "");
+}
+
 static void test_sha256_hex(void **state)
 {
 	char hex[SHA256_HEX_LEN + 1];
@@ -1055,6 +1070,7 @@ int main(void)
 		cmocka_unit_test(test_ed25519_noncanonical),
 		cmocka_unit_test(test_ed25519_keygen_sign_verify),
 		cmocka_unit_test(test_crypto_random),
+		cmocka_unit_test(test_crypto_random_hex),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
