@@ -44,6 +44,21 @@
  *                               e.g. the TLS server name; error says how)
  *     egress_refused to daemon  {op,rule,message,host?,port?}  the proxy refused a request itself before
  *                               asking (a malformed head, CONNECT to 80, the stream cap); for tkbox.egress
+ *
+ *   secrets, inspection and model calls (issue 13; docs/secrets.md):
+ *     boot           gains      ca_cert?, ca_key? (PEM, <= SUPMSG_MAX_PEM; both or neither: the box's CA),
+ *                               upstream_ca? (a path: tkbox daemon --egress-ca)
+ *     egress_dial    gains      inspect (bool: terminate TLS and read the requests), model (bool: a model host)
+ *     secrets        to sup.    {op,secrets:[{name,placeholder,header,hosts[],len}]}  fds: one sealed memfd holding
+ *                               the values back to back, in order, len bytes each (never in JSON)
+ *     secret_use     to daemon  {op,conn,secret,host}   a swap waits for its record (tkbox.secret.use)
+ *     secret_ok      to sup.    {op,conn,ok,message?}   the record was kept (ok) or not (the request is refused)
+ *     secret_leak    to daemon  {op,conn,secret,host,reason}  a request was refused: tkbox.secret.leak (conn 0: none)
+ *     model_call     to daemon  {op,conn,host,method,path,status,bytes_up,bytes_down,duration_ms,model?,
+ *                               input_tokens?,output_tokens?}   tkbox.model.call
+ *     selftest       to daemon  {op,ran[],trusted[],clock_offset_ms}  the box's TLS self-test (ran: the clients the
+ *                               guest says it ran; trusted: those whose request reached the proxy over TLS with
+ *                               the box's CA) and the guest clock's offset from the host's, in ms
  */
 
 #define SUPMSG_MAX ((size_t)64 << 10)
@@ -60,6 +75,13 @@
 #define SUPMSG_MAX_HOST 256 /* egress host text (EGRESS_HOST_TEXT_MAX) */
 #define SUPMSG_MAX_URL 280 /* the door's url (EGRESS_URL_MAX) */
 #define SUPMSG_MAX_RULE 64 /* an egress rule name: [a-z0-9_.-] */
+#define SUPMSG_MAX_PEM 16384 /* ca_cert, ca_key (EGRESS_CA_PEM_MAX) */
+#define SUPMSG_MAX_SECRETS 16 /* EGRESS_SECRET_MAX */
+#define SUPMSG_MAX_SECRET_HOSTS 8 /* EGRESS_SECRET_HOSTS_MAX */
+#define SUPMSG_MAX_SECRET_LEN 4096 /* EGRESS_SECRET_VALUE_MAX */
+#define SUPMSG_MAX_SELFTEST 8 /* ran[], trusted[] entries: [a-z0-9]{1,16} */
+#define SUPMSG_MAX_MODEL 128 /* model_call's model */
+#define SUPMSG_MAX_HTTP_PATH 1024 /* model_call's path (EGRESS_INSP_PATH_MAX) */
 
 enum supmsg_op {
 	/* daemon -> supervisor */
@@ -79,6 +101,13 @@ enum supmsg_op {
 	SUPMSG_EGRESS_REFUSE, /* to supervisor */
 	SUPMSG_EGRESS_DONE, /* to daemon */
 	SUPMSG_EGRESS_REFUSED, /* to daemon */
+	/* secrets, inspection, model calls */
+	SUPMSG_SECRETS, /* to supervisor, 1 fd */
+	SUPMSG_SECRET_USE, /* to daemon */
+	SUPMSG_SECRET_OK, /* to supervisor */
+	SUPMSG_SECRET_LEAK, /* to daemon */
+	SUPMSG_MODEL_CALL, /* to daemon */
+	SUPMSG_SELFTEST, /* to daemon */
 	SUPMSG_OP_COUNT,
 };
 
@@ -137,14 +166,35 @@ struct supmsg {
 	bool plain; /* egress_dial */
 	int64_t status; /* egress_refuse: 403, 502, 503, 504 */
 	char *rule; /* egress_refuse, egress_refused; egress_done (optional) */
-	int64_t bytes_up, bytes_down, duration_ms; /* egress_done, each 0..2^53 */
+	int64_t bytes_up, bytes_down, duration_ms; /* egress_done, model_call: each 0..2^53 */
+	/* boot: the box's CA (PEM) and the extra upstream trust file */
+	char *ca_cert, *ca_key, *upstream_ca;
+	/* egress_dial */
+	bool inspect, model_host; /* JSON keys "inspect", "model" */
+	/* secrets (the values come in the memfd) */
+	struct supmsg_secret {
+		char *name, *placeholder, *header;
+		char **hosts; /* NULL-terminated */
+		size_t n_hosts;
+		int64_t len; /* EGRESS_SECRET_VALUE_MIN..SUPMSG_MAX_SECRET_LEN */
+	} *secrets;
+	size_t n_secrets;
+	/* secret_use, secret_leak: the secret's name (host above); secret_ok: ok (above) and message (above) */
+	char *secret;
+	/* secret_leak: reason (above). model_call: host, status (100..599), bytes and duration above, and: */
+	char *method, *path, *model;
+	int64_t input_tokens, output_tokens; /* -1: absent */
+	/* selftest */
+	char **ran, **trusted; /* NULL-terminated */
+	size_t n_ran, n_trusted;
+	int64_t clock_offset_ms; /* -2^53..2^53 */
 };
 
 /* The direction an operation goes (the tables below). */
 enum supmsg_dir supmsg_op_dir(enum supmsg_op op);
 const char *supmsg_op_name(enum supmsg_op op);
 
-/* The fds an operation carries: exec 1 (the client), 2 with up-front stdin; egress_dial 1; the others 0. */
+/* The fds an operation carries: exec 1 (the client), 2 with up-front stdin; egress_dial 1; secrets 1; the others 0. */
 size_t supmsg_fds(const struct supmsg *m);
 
 /*
@@ -186,6 +236,12 @@ void supmsg_release(struct supmsg *m);
  *   egress_refuse  to sup.     UP, STOPPING        conn N asked -> forgotten
  *   egress_done    to daemon   UP, STOPPING        conn N dialled -> forgotten
  *   egress_refused to daemon   UP, STOPPING        -
+ *   secrets        to sup.     UP                  once per box (before it the supervisor inspects nothing)
+ *   secret_use     to daemon   UP                  conn N dialled, no use of it pending -> use pending
+ *   secret_ok      to sup.     UP, STOPPING        conn N's use pending -> not pending
+ *   secret_leak    to daemon   UP, STOPPING        -
+ *   model_call     to daemon   UP, STOPPING        conn N dialled
+ *   selftest       to daemon   UP                  once per box
  *
  * Anything else is refused: the daemon kills the supervisor, stops the box
  * and records a tkbox.gap; the supervisor stops the box and exits.
@@ -213,7 +269,9 @@ struct supmon {
 	struct {
 		int64_t conn;
 		bool dialled;
+		bool use_pending; /* secret_use sent, secret_ok not yet */
 	} c[SUPMON_MAX_CONNS];
+	bool secrets_sent, selftest_seen;
 };
 
 void supmon_init(struct supmon *mon);
