@@ -25,7 +25,9 @@
  * permits it and its subdomains; an IPv4/IPv6 literal permits that one
  * address); none given: no nameConstraints extension.
  *
- * Leaf: one P-256 key per CA (made with it), subject CN=host, SAN dNSName
+ * Leaf: one P-256 key per CA (made with it), subject CN=host for a DNS name
+ * of at most 64 bytes, else O=tkbox (OpenSSL checks a leaf's CN against the
+ * CA's DNS name constraints when it has no DNS SAN), SAN dNSName
  * (or iPAddress for a literal), basicConstraints critical CA:FALSE, keyUsage
  * critical digitalSignature, extendedKeyUsage serverAuth, SKI, AKI (keyid),
  * serial 128 random bits, the CA's validity. Both pass OpenSSL's
@@ -54,7 +56,8 @@ _wur_ int egress_ca_load(const char *cert_pem, const char *key_pem, struct egres
  * The server-side SSL_CTX for host (a canonical DNS name or IP literal): the
  * leaf minted on first use and cached. TLS 1.2 and 1.3, ALPN "http/1.1"
  * only (a client offering only h2 gets no ALPN, and speaks HTTP/1.1 or
- * fails). The CTX stays owned by the CA (valid until egress_ca_free).
+ * fails). The CTX stays owned by the CA's cache: use it at once (SSL_new
+ * takes its own reference), before the next call may evict it.
  */
 _wur_ int egress_ca_server_ctx(struct egress_ca *ca, const char *host, SSL_CTX **ret);
 

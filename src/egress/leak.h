@@ -60,8 +60,9 @@ uint8_t egress_leak_marker(const struct egress_leak_set *set);
 
 /*
  * The reason text of a match for a record or a refusal, e.g. "the value of
- * GH_TOKEN (base64, escaped)"; never any byte of the value. Written to
- * out (always NUL-terminated).
+ * GH_TOKEN (base64, escaped)"; never any byte of the value. s is the whole
+ * array the set was built from (m->secret indexes it). Written to out
+ * (always NUL-terminated).
  */
 void egress_leak_describe(const struct egress_leak_set *set, const struct egress_secret *s,
 			  const struct egress_leak_match *m, char *out, size_t out_size);

@@ -222,10 +222,6 @@ static int check_host(const struct egress_head *h, const struct hdr_state *st, c
 	struct egress_host hh;
 	uint16_t port;
 
-	if (st->n_host > 1) {
-		*reason = "a second Host header";
-		return -EBADMSG;
-	}
 	if (st->n_host == 0) {
 		if (h->kind == EGRESS_REQ_ABSOLUTE) {
 			*reason = "an HTTP/1.1 request without a Host header";
@@ -242,8 +238,13 @@ static int check_host(const struct egress_head *h, const struct hdr_state *st, c
 	return 0;
 }
 
-static int check_framing(const struct egress_head *h, const struct hdr_state *st, const char **reason)
+/* The framing fields alone: one Content-Length, one Transfer-Encoding, not both, one Host. */
+static int check_fields(const struct hdr_state *st, const char **reason)
 {
+	if (st->n_host > 1) {
+		*reason = "a second Host header";
+		return -EBADMSG;
+	}
 	if (st->n_cl > 1) {
 		*reason = "a second Content-Length header";
 		return -EBADMSG;
@@ -256,11 +257,78 @@ static int check_framing(const struct egress_head *h, const struct hdr_state *st
 		*reason = "Content-Length and Transfer-Encoding together";
 		return -EBADMSG;
 	}
+	return 0;
+}
+
+static int check_framing(const struct egress_head *h, const struct hdr_state *st, const char **reason)
+{
+	int r = check_fields(st, reason);
+
+	if (r < 0) {
+		return r;
+	}
 	if (h->kind == EGRESS_REQ_CONNECT && (st->n_te || (h->has_length && h->content_length != 0))) {
 		*reason = "a CONNECT request with a body";
 		return -EBADMSG;
 	}
 	return check_host(h, st, reason);
+}
+
+/* One field line after the first: the line cap, then parse_header. */
+static int field_line(const uint8_t *l, size_t n, struct egress_head *h, struct hdr_state *st, const char **reason)
+{
+	if (++st->count > EGRESS_HEAD_MAX_HEADERS) {
+		*reason = "more than 100 header lines (EGRESS_HEAD_MAX_HEADERS)";
+		return -E2BIG;
+	}
+	return parse_header(l, n, h, st, reason);
+}
+
+int egress_head_fields(const uint8_t *p, size_t n, struct egress_head *ret, const uint8_t **ret_host,
+		       size_t *ret_host_len, const char **ret_reason)
+{
+	struct egress_head h = { 0 };
+	struct hdr_state st = { 0 };
+	const char *reason = "malformed head";
+	size_t len = 0, pos, eol;
+	int r;
+
+	r = scan_head(p, n, &len, &reason);
+	if (r <= 0) {
+		goto out;
+	}
+	for (eol = 0; !(p[eol] == '\r' && p[eol + 1] == '\n'); eol++) {
+	}
+	for (pos = eol + 2;; pos = eol + 2) {
+		for (eol = pos; !(p[eol] == '\r' && p[eol + 1] == '\n'); eol++) {
+		}
+		if (eol == pos) {
+			break;
+		}
+		if (memchr(p + pos, '\0', eol - pos)) {
+			reason = "a NUL byte in the head";
+			r = -EBADMSG;
+			goto out;
+		}
+		r = field_line(p + pos, eol - pos, &h, &st, &reason);
+		if (r < 0) {
+			goto out;
+		}
+	}
+	r = check_fields(&st, &reason);
+	if (r < 0) {
+		goto out;
+	}
+	h.head_len = len;
+	*ret = h;
+	*ret_host = st.host;
+	*ret_host_len = st.host_len;
+	return 1;
+out:
+	if (ret_reason) {
+		*ret_reason = reason;
+	}
+	return r;
 }
 
 int egress_head_parse(const uint8_t *p, size_t n, struct egress_head *ret, const char **ret_reason)
@@ -291,14 +359,8 @@ int egress_head_parse(const uint8_t *p, size_t n, struct egress_head *ret, const
 			r = -EBADMSG;
 			goto out;
 		}
-		if (pos == 0) {
-			r = parse_request_line(p, eol, &h, &reason);
-		} else if (++st.count > EGRESS_HEAD_MAX_HEADERS) {
-			reason = "more than 100 header lines (EGRESS_HEAD_MAX_HEADERS)";
-			r = -E2BIG;
-		} else {
-			r = parse_header(p + pos, eol - pos, &h, &st, &reason);
-		}
+		r = pos == 0 ? parse_request_line(p, eol, &h, &reason)
+			     : field_line(p + pos, eol - pos, &h, &st, &reason);
 		if (r < 0) {
 			goto out;
 		}

@@ -67,6 +67,20 @@ struct egress_head {
 _wur_ int egress_head_parse(const uint8_t *p, size_t n, struct egress_head *ret, const char **ret_reason);
 
 /*
+ * The field lines of any HTTP/1.1 head at p[0..n) (a request or a response:
+ * the first line is not read) by the rules above: the head's CRLF, its caps,
+ * NUL, obs-fold, token names, control bytes, Content-Length digits, a second
+ * Content-Length, Transfer-Encoding or Host, a Transfer-Encoding other than
+ * chunked, both together. Returns 1 with *ret's has_length,
+ * content_length, chunked and head_len filled and the Host value at
+ * *ret_host (NULL when none), 0 for more bytes, or a negative errno with
+ * *ret_reason (as egress_head_parse). For the inspector (inspect.c), whose
+ * origin-form requests and responses the proxy head's parse refuses.
+ */
+_wur_ int egress_head_fields(const uint8_t *p, size_t n, struct egress_head *ret, const uint8_t **ret_host,
+			     size_t *ret_host_len, const char **ret_reason);
+
+/*
  * The request's body after an accepted absolute-form head, framed as the head
  * says (RFC 9112 section 6.3): Content-Length bytes, or chunked (hex sizes of
  * at most 15 digits, extensions after ";", CRLF after each line and chunk,
