@@ -105,6 +105,9 @@ int apiclient_send(struct apiclient *c, const char *method, const char *path, co
 	if (r >= 0 && n) {
 		r = send_all(c->fd, s, n);
 	}
+	if (s) {
+		explicit_bzero(s, n); /* a create body may hold secret values */
+	}
 	return r;
 }
 

@@ -1,13 +1,20 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
 
 #include "banned.h"
 #include "cli/commands.h"
 #include "cli/cliutil.h"
 #include "daemon/daemon.h"
 #include "daemon/egress-door.h"
+#include "daemon/obsq.h"
 #include "daemon/supervisor.h"
 #include "log.h"
 
@@ -18,8 +25,51 @@ static void usage(FILE *f)
 		   "                    [--kernel FILE --modules DIR]\n"
 		   "                    [--egress-block CIDR[,CIDR]]... [--egress-allow-private] [--resolve "
 		   "NAME=ADDR]...\n"
+		   "                    [--egress-ca FILE] [--observe-queue N]\n"
 		   "Runs in the foreground until SIGTERM or Ctrl-C, which stop every box and close every run.\n"
 		   "Exits at once when no signer answers, unless --unrecorded (which records nothing).\n");
+}
+
+/*
+ * --egress-ca FILE: extra trust anchors for the origins the proxy verifies
+ * when it terminates TLS. Checked at start: a readable PEM file holding at
+ * least one certificate (and nothing that fails to parse as one). Its
+ * absolute path goes to each box's supervisor, which loads it before it
+ * confines itself. 0 with *ret the path (malloc'd), or 2 (an exit status)
+ * after saying why.
+ */
+static int egress_ca_check(const char *file, char **ret)
+{
+	char *path = realpath(file, NULL);
+	FILE *f = path ? fopen(path, "re") : NULL;
+	unsigned n = 0;
+	X509 *x;
+
+	if (!f) {
+		fprintf(stderr, "tkbox daemon: --egress-ca %s: %s (give a readable PEM file of CA certificates)\n",
+			file, strerror(errno));
+		free(path);
+		return 2;
+	}
+	while ((x = PEM_read_X509(f, NULL, NULL, NULL))) {
+		X509_free(x);
+		n++;
+	}
+	/* The loop ends at the end of the file (no start line) or at a block that does not parse. */
+	if (ERR_GET_REASON(ERR_peek_last_error()) != PEM_R_NO_START_LINE || n == 0) {
+		fprintf(stderr,
+			"tkbox daemon: --egress-ca %s: %s (give a PEM file of CA certificates, each a "
+			"-----BEGIN CERTIFICATE----- block)\n",
+			file, n == 0 ? "holds no certificate" : "a certificate in it does not parse");
+		ERR_clear_error();
+		(void)fclose(f);
+		free(path);
+		return 2;
+	}
+	ERR_clear_error();
+	(void)fclose(f);
+	*ret = path;
+	return 0;
 }
 
 int cmd_daemon(int argc, char **argv)
@@ -38,11 +88,15 @@ int cmd_daemon(int argc, char **argv)
 		{ "egress-block", required_argument, NULL, 'B' },
 		{ "egress-allow-private", no_argument, NULL, 'P' },
 		{ "resolve", required_argument, NULL, 'R' },
+		{ "egress-ca", required_argument, NULL, 'C' },
+		{ "observe-queue", required_argument, NULL, 'Q' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	static struct egress_door_config egress; /* large: not on the stack */
 	struct daemon_opts o = { .accel = "auto", .egress = &egress };
+	_cleanup_free_ char *egress_ca = NULL;
+	const char *egress_ca_arg = NULL;
 	char err[512];
 	uint64_t v;
 	int ch, r;
@@ -129,6 +183,21 @@ int cmd_daemon(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case 'C':
+			egress_ca_arg = optarg;
+			break;
+		case 'Q':
+			/* For tests (a full queue is reachable) and small hosts; each entry is one pending record. */
+			if (cli_parse_uint(optarg, 1, OBSQ_MAX, &v) < 0) {
+				fprintf(stderr,
+					"tkbox daemon: --observe-queue is 1..%d (default %d), the must-keep records a "
+					"box "
+					"may have waiting for the signer\n",
+					OBSQ_MAX, OBSQ_MAX);
+				return 2;
+			}
+			o.observe_queue = (unsigned)v;
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -145,6 +214,10 @@ int cmd_daemon(int argc, char **argv)
 		fprintf(stderr, "tkbox daemon: --state-dir must be an absolute path\n");
 		return 2;
 	}
+	if (egress_ca_arg && egress_ca_check(egress_ca_arg, &egress_ca) != 0) {
+		return 2;
+	}
+	o.egress_ca = egress_ca;
 	if (egress.flags & EGRESS_ALLOW_PRIVATE) {
 		fprintf(stderr, "tkbox daemon: WARNING: --egress-allow-private: BOXES MAY CONNECT TO LOOPBACK, "
 				"PRIVATE, SHARED AND "

@@ -12,6 +12,7 @@
 #include "image/workspace-answer.h"
 #include "image/workspace.h"
 #include "log.h"
+#include "secmem.h"
 
 /*
  * tkbox workspace build DIR -o FILE [--uid N] [--gid N] [--quiet] [--json]:
@@ -20,7 +21,96 @@
  * on stdout, exit 0 built, 1 refused). Before it reads DIR it confines itself
  * (SANDBOX_WORKSPACE): no network or AF_UNIX socket, no privilege gain, and
  * writes only in FILE's directory.
+ *
+ * --secrets-fd N --secret NAME:LEN ... (the daemon, for a box with secrets):
+ * fd N is a sealed memfd holding the values back to back in the order of the
+ * --secret flags, LEN bytes each. They are read into secmem before the
+ * builder confines itself (which closes every other fd), and the build is
+ * refused when the workspace holds one (workspace.h: the workspace check).
  */
+
+#define WS_SECRETS_MAX 16 /* EGRESS_SECRET_MAX */
+#define WS_SECRET_NAME_MAX 64 /* EGRESS_SECRET_NAME_MAX */
+#define WS_SECRET_LEN_MAX 4096 /* EGRESS_SECRET_VALUE_MAX */
+
+struct ws_secrets {
+	struct workspace_secret v[WS_SECRETS_MAX];
+	char names[WS_SECRETS_MAX][WS_SECRET_NAME_MAX + 1];
+	size_t n;
+	int fd;
+	uint8_t *mem; /* secmem, total bytes */
+	size_t total;
+};
+
+/* One --secret NAME:LEN. */
+static int ws_secret_arg(struct ws_secrets *w, const char *arg)
+{
+	const char *colon = strrchr(arg, ':');
+	size_t nl = colon ? (size_t)(colon - arg) : 0;
+	char *end = NULL;
+	unsigned long len;
+
+	if (!colon || nl == 0 || nl > WS_SECRET_NAME_MAX || w->n >= WS_SECRETS_MAX ||
+	    strspn(arg, "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") != nl) {
+		return -EINVAL;
+	}
+	errno = 0;
+	len = strtoul(colon + 1, &end, 10);
+	if (errno || !end || *end || end == colon + 1 || len < 1 || len > WS_SECRET_LEN_MAX) {
+		return -EINVAL;
+	}
+	memcpy(w->names[w->n], arg, nl);
+	w->names[w->n][nl] = '\0';
+	w->v[w->n].name = w->names[w->n];
+	w->v[w->n].len = len;
+	w->total += len;
+	w->n++;
+	return 0;
+}
+
+/* The values from the memfd: exactly the bytes the --secret lengths add up to. */
+static int ws_secrets_read(struct ws_secrets *w)
+{
+	struct stat st;
+	size_t off = 0;
+
+	if (w->n == 0 || w->fd < 0) {
+		return w->n == 0 && w->fd < 0 ? 0 : -EINVAL;
+	}
+	if (fstat(w->fd, &st) < 0) {
+		return negative_errno();
+	}
+	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != (uint64_t)w->total) {
+		return -EBADMSG;
+	}
+	w->mem = secmem_alloc(w->total);
+	if (!w->mem) {
+		return -ENOMEM;
+	}
+	while (off < w->total) {
+		ssize_t k = RETRY_EINTR(pread(w->fd, w->mem + off, w->total - off, (off_t)off));
+		if (k <= 0) {
+			return k < 0 ? negative_errno() : -EBADMSG;
+		}
+		off += (size_t)k;
+	}
+	off = 0;
+	for (size_t i = 0; i < w->n; i++) {
+		w->v[i].value = w->mem + off;
+		off += w->v[i].len;
+	}
+	(void)close(w->fd);
+	w->fd = -1;
+	return 0;
+}
+
+static void ws_secrets_release(struct ws_secrets *w)
+{
+	if (w->mem) {
+		secmem_free(w->mem, w->total);
+	}
+	w->mem = NULL;
+}
 
 struct ws_ctx {
 	bool quiet;
@@ -204,7 +294,8 @@ static int ws_answer(struct workspace_answer *a, struct image_diag *diag)
 static void usage(void)
 {
 	fprintf(stderr,
-		"usage: tkbox workspace build DIR -o FILE [--uid N] [--gid N] [--quiet] [--json | --subprocess]\n");
+		"usage: tkbox workspace build DIR -o FILE [--uid N] [--gid N] [--quiet] [--json | --subprocess]\n"
+		"                             [--secrets-fd N --secret NAME:LEN...]\n");
 }
 
 static void print_stats(const struct workspace_stats *st)
@@ -249,8 +340,11 @@ int cmd_workspace(int argc, char **argv)
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "subprocess", no_argument, NULL, 'x' },
+		{ "secrets-fd", required_argument, NULL, 'F' },
+		{ "secret", required_argument, NULL, 'S' },
 		{ NULL, 0, NULL, 0 },
 	};
+	struct ws_secrets sec = { .fd = -1 };
 	struct image_diag diag = { .msg = "" };
 	struct workspace_answer a = { 0 };
 	struct ws_ctx x = { 0 };
@@ -282,6 +376,22 @@ int cmd_workspace(int argc, char **argv)
 		case 'x':
 			subprocess = true;
 			break;
+		case 'F': {
+			uint32_t fd;
+			if (parse_id(optarg, &fd) < 0 || fd < 3 || fd > INT32_MAX) {
+				fprintf(stderr, "tkbox workspace: bad --secrets-fd\n");
+				return 2;
+			}
+			sec.fd = (int)fd;
+			break;
+		}
+		case 'S':
+			if (ws_secret_arg(&sec, optarg) < 0) {
+				fprintf(stderr, "tkbox workspace: --secret takes NAME:LEN (at most %d)\n",
+					WS_SECRETS_MAX);
+				return 2;
+			}
+			break;
 		default:
 			usage();
 			return 2;
@@ -296,12 +406,23 @@ int cmd_workspace(int argc, char **argv)
 		return ws_subprocess(o.dir, o.out, x.quiet);
 	}
 	x.answer = json ? &a : NULL;
-	r = ws_confine(o.dir, o.out, &diag);
+	/* the values first: confining closes every fd but 0, 1 and 2 */
+	r = ws_secrets_read(&sec);
 	if (r < 0) {
-		rule = "SANDBOX_WORKSPACE";
+		image_diag_set(&diag, "the secrets for the workspace check could not be read (--secrets-fd: %s)",
+			       tk_strerror(r));
+		rule = WORKSPACE_SECRET_RULE;
 	} else {
-		r = workspace_build(&o, &st);
+		o.secrets = sec.v;
+		o.n_secrets = sec.n;
+		r = ws_confine(o.dir, o.out, &diag);
+		if (r < 0) {
+			rule = "SANDBOX_WORKSPACE";
+		} else {
+			r = workspace_build(&o, &st);
+		}
 	}
+	ws_secrets_release(&sec);
 	if (r >= 0 && x.err < 0) {
 		r = x.err;
 	}

@@ -2,6 +2,11 @@
 #ifndef TKBOX_CLI_COMMANDS_H
 #define TKBOX_CLI_COMMANDS_H
 
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "macro.h"
+
 /*
  * tkbox subcommands: one file each (src/cli/cmd-NAME.c). Each returns the
  * process exit status documented in docs/cli.md; argv[0] is the subcommand.
@@ -12,6 +17,15 @@ int cmd_verify(int argc, char **argv);
 /* src/daemon (TKBOX_HAVE_DAEMON) */
 int cmd_daemon(int argc, char **argv);
 int cmd_run(int argc, char **argv);
+/*
+ * One `tkbox run --secret NAME=SOURCE@HOST[,HOST...][:Header]` (cmd-run.c): the source (env:VAR, file:PATH,
+ * stdin read from stdin_fd, at most once: *stdin_used) is checked before anything else and no error ever quotes
+ * the text after '='; the value is read into secmem (one trailing "\n" or "\r\n" of a file or stdin dropped) and
+ * checked (secret.h). *ret's value is the caller's (secmem_free(value, value_len)). -errno with err set.
+ */
+struct egress_secret;
+_wur_ int run_secret_parse(const char *arg, int stdin_fd, bool *stdin_used, struct egress_secret *ret, char *err,
+			   size_t err_size);
 int cmd_exec(int argc, char **argv);
 int cmd_ls(int argc, char **argv);
 int cmd_stop(int argc, char **argv);

@@ -11,6 +11,7 @@
 #include "egress/preset.h"
 #include "json.h"
 #include "log.h"
+#include "secmem.h"
 #include "strv.h"
 
 const struct api_route api_routes[] = {
@@ -125,6 +126,27 @@ int api_route(enum http_method method, const char *target, struct api_match *ret
 
 /* ---------------------------------------------------------------- shared field rules */
 
+/*
+ * A create body's secret values are wiped in the parsed tree the moment they are copied out, and on every way
+ * out: root never holds a value once a decoder returns (jansson's own parse buffers are freed unwiped).
+ */
+static void wipe_secret_values(json_t *root)
+{
+	json_t *a = json_is_object(root) ? json_object_get(root, "secrets") : NULL;
+	size_t i;
+	json_t *o;
+
+	if (!json_is_array(a)) {
+		return;
+	}
+	json_array_foreach(a, i, o) {
+		json_t *v = json_is_object(o) ? json_object_get(o, "value") : NULL;
+		if (json_is_string(v) && json_string_length(v)) {
+			explicit_bzero((char *)json_string_value(v), json_string_length(v));
+		}
+	}
+}
+
 /* The body as a JSON object ({} when empty), with only the allowed keys. */
 static int parse_object(const void *body, size_t n, const char *const *allowed, json_t **ret, struct api_error *e)
 {
@@ -152,6 +174,7 @@ static int parse_object(const void *body, size_t n, const char *const *allowed, 
 			(void)api_refuse(e, 400, "bad_request",
 					 "the request body must be a JSON object of known fields: unknown field %s",
 					 log_quote(key, strlen(key), q));
+			wipe_secret_values(v);
 			json_decref(v);
 			return -EBADMSG;
 		}
@@ -243,6 +266,16 @@ static int get_opt_text(const json_t *o, const char *key, bool is_path, const ch
 
 void api_create_req_release(struct api_create_req *r)
 {
+	for (size_t i = 0; r->secrets && i < r->n_secrets; i++) {
+		if (r->secrets[i].value) {
+			secmem_free(r->secrets[i].value, r->secrets[i].value_len);
+		}
+	}
+	if (r->secrets) {
+		explicit_bzero(r->secrets, r->n_secrets * sizeof(*r->secrets));
+	}
+	free(r->secrets);
+	wipe_secret_values(r->root);
 	json_decref(r->root);
 	strv_free(r->env);
 	strv_free(r->allow);
@@ -339,14 +372,135 @@ static int create_egress(struct api_create_req *r, struct api_error *e)
 	return 0;
 }
 
+/*
+ * One secret {name, value, hosts, header?}: secret.h's rules (the binding through egress_secret_binding_parse, so
+ * the flag and the API agree). Messages name the secret (a valid name) or its index, never the value.
+ */
+static int create_secret(const json_t *o, size_t idx, struct egress_secret *out, struct api_error *e)
+{
+	static const char *const keys[] = { "name", "value", "hosts", "header", NULL };
+	char binding[EGRESS_SECRET_HOSTS_MAX * EGRESS_HOST_TEXT_MAX + EGRESS_SECRET_HEADER_MAX + 2];
+	char why[API_MAX_MESSAGE - 128];
+	const char *name, *header = NULL, *vwhy;
+	const json_t *hosts, *v, *h;
+	size_t off = 0, i;
+
+	if (!json_is_object(o) || json_only_keys(o, keys) < 0) {
+		return api_refuse(e, 400, "bad_request", "secrets[%zu] is an object of name, value, hosts and header",
+				  idx);
+	}
+	if (json_get_string(o, "name", &name) < 0 || !egress_secret_name_ok(name)) {
+		return api_refuse(e, 400, "bad_request",
+				  "secrets[%zu]: a secret's name is 1..%d of [A-Z0-9_], not starting with a digit", idx,
+				  EGRESS_SECRET_NAME_MAX);
+	}
+	(void)snprintf(out->name, sizeof(out->name), "%s", name);
+	v = json_object_get(o, "value");
+	if (!json_is_string(v)) {
+		return api_refuse(e, 400, "bad_request", "secret %s: the value is a JSON string", name);
+	}
+	if (egress_secret_value_check((const uint8_t *)json_string_value(v), json_string_length(v), &vwhy) < 0) {
+		return api_refuse(e, 400, "bad_request", "secret %s: %s", name, vwhy);
+	}
+	if (json_object_get(o, "header") && (get_opt_string(o, "header", &header) < 0 || !header)) {
+		return api_refuse(e, 400, "bad_request", "secret %s: header is a string", name);
+	}
+	hosts = json_object_get(o, "hosts");
+	if (!json_is_array(hosts) || json_array_size(hosts) == 0 || json_array_size(hosts) > EGRESS_SECRET_HOSTS_MAX) {
+		return api_refuse(e, 400, "bad_request",
+				  "secret %s: hosts is a list of 1..%d exact host names (EGRESS_SECRET_HOSTS_MAX)",
+				  name, EGRESS_SECRET_HOSTS_MAX);
+	}
+	json_array_foreach(hosts, i, h) {
+		const char *t = json_string_value(h);
+		size_t tl = t ? strlen(t) : 0;
+		if (!t || tl != json_string_length(h) || tl == 0 || tl >= EGRESS_HOST_TEXT_MAX || strpbrk(t, ",:")) {
+			return api_refuse(
+				e, 400, "bad_request",
+				"secret %s: hosts[%zu] is not a host name (exact names: no port, no wildcard)", name,
+				i);
+		}
+		(void)snprintf(binding + off, sizeof(binding) - off, "%s%s", i ? "," : "", t);
+		off += tl + (i ? 1 : 0);
+	}
+	if (header) {
+		if (strlen(header) > EGRESS_SECRET_HEADER_MAX) {
+			return api_refuse(
+				e, 400, "bad_request",
+				"secret %s: the header name is longer than %d bytes (EGRESS_SECRET_HEADER_MAX)", name,
+				EGRESS_SECRET_HEADER_MAX);
+		}
+		(void)snprintf(binding + off, sizeof(binding) - off, ":%s", header);
+	}
+	if (egress_secret_binding_parse(binding, out, why, sizeof(why)) < 0) {
+		return api_refuse(e, 400, "bad_request", "secret %s: %s", name, why);
+	}
+	out->value = secmem_dup(json_string_value(v), json_string_length(v));
+	if (!out->value) {
+		return api_refuse(e, 500, "internal", "no secure memory for secret %s (secmem)", name);
+	}
+	out->value_len = json_string_length(v);
+	explicit_bzero((char *)json_string_value(v), json_string_length(v));
+	return 0;
+}
+
+/* secrets: at most EGRESS_SECRET_MAX, names unique; each value moves into secmem. */
+static int create_secrets(struct api_create_req *r, struct api_error *e)
+{
+	const json_t *a = json_object_get(r->root, "secrets");
+	size_t n;
+	int k;
+
+	if (!a) {
+		return 0;
+	}
+	if (!json_is_array(a)) {
+		return api_refuse(e, 400, "bad_request", "secrets is a list of {name, value, hosts, header}");
+	}
+	n = json_array_size(a);
+	if (n > EGRESS_SECRET_MAX) {
+		return api_refuse(e, 400, "bad_request",
+				  "%zu secrets; a box takes at most %d (EGRESS_SECRET_MAX): bind fewer --secret values",
+				  n, EGRESS_SECRET_MAX);
+	}
+	if (n == 0) {
+		return 0;
+	}
+	r->secrets = calloc(n, sizeof(*r->secrets));
+	if (!r->secrets) {
+		return api_refuse(e, 500, "internal", "out of memory");
+	}
+	for (size_t i = 0; i < n; i++) {
+		k = create_secret(json_array_get(a, i), i, &r->secrets[i], e);
+		r->n_secrets = r->secrets[i].value ? i + 1 : i;
+		if (k < 0) {
+			return k;
+		}
+		for (size_t j = 0; j < i; j++) {
+			if (strcmp(r->secrets[j].name, r->secrets[i].name) == 0) {
+				return api_refuse(e, 400, "bad_request",
+						  "secret %s is named twice; each --secret NAME once",
+						  r->secrets[i].name);
+			}
+		}
+	}
+	return 0;
+}
+
 int api_decode_create(const void *body, size_t n, struct api_create_req *ret, struct api_error *ret_err)
 {
-	static const char *const keys[] = { "image",	     "name",	    "workspace",      "env",	  "memory_mib",
-					    "cpus",	     "timeout_s",   "exec_timeout_s", "disk_mib", "platform",
-					    "registry_auth", "registry_ca", "allow",	      "inspect",  NULL };
+	static const char *const keys[] = { "image",	  "name",     "workspace",     "env",
+					    "memory_mib", "cpus",     "timeout_s",     "exec_timeout_s",
+					    "disk_mib",	  "platform", "registry_auth", "registry_ca",
+					    "allow",	  "inspect",  "secrets",       NULL };
 	struct api_create_req r = { 0 };
 	int k = parse_object(body, n, keys, &r.root, ret_err);
 
+	/* The values leave the tree first, whatever else the body holds. */
+	if (k >= 0) {
+		k = create_secrets(&r, ret_err);
+		wipe_secret_values(r.root);
+	}
 	if (k >= 0) {
 		k = create_fields(&r, ret_err);
 	}

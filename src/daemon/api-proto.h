@@ -7,6 +7,7 @@
 
 #include "buf.h"
 #include "daemon/http.h"
+#include "egress/secret.h"
 #include "macro.h"
 
 /*
@@ -79,7 +80,9 @@ struct api_match {
 _wur_ int api_route(enum http_method method, const char *target, struct api_match *ret, struct api_error *ret_err);
 
 /* POST /v1/boxes: {image, name, workspace, env, memory_mib, cpus, timeout_s, exec_timeout_s, disk_mib, platform,
- * registry_auth, registry_ca, allow, inspect}. Strings point into root. */
+ * registry_auth, registry_ca, allow, inspect, secrets}. Strings point into root. secrets: [{name, value, hosts,
+ * header?}] (<= EGRESS_SECRET_MAX, names unique; secret.h's rules); each value is copied into secmem and the
+ * JSON string's bytes are wiped in place, so root never holds one. */
 struct api_create_req {
 	json_t *root;
 	const char *image; /* required, non-empty */
@@ -91,6 +94,8 @@ struct api_create_req {
 	unsigned cpus, memory_mib, disk_mib, timeout_s, exec_timeout_s; /* defaults filled in */
 	char **allow; /* --allow values (<= EGRESS_MAX_ALLOW), each an entry or a preset (egress_policy_check); never NULL */
 	bool inspect_all; /* inspect: "all" (an off-list host is refused at once) or "none" (default) */
+	struct egress_secret *secrets; /* n_secrets entries (placeholder ""); value in secmem or NULL once taken */
+	size_t n_secrets;
 };
 
 _wur_ int api_decode_create(const void *body, size_t n, struct api_create_req *ret, struct api_error *ret_err);

@@ -15,6 +15,9 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+
 #include "banned.h"
 #include "clock.h"
 #include "strv.h"
@@ -33,9 +36,11 @@
 #include "daemon/ipc.h"
 #include "daemon/obsq.h"
 #include "daemon/sandbox.h"
+#include "daemon/secrets.h"
 #include "daemon/signer-link.h"
 #include "daemon/supervisor.h"
 #include "daemon/supmsg.h"
+#include "egress/ca.h"
 #include "json.h"
 #include "log.h"
 #include "signer/client.h"
@@ -109,7 +114,7 @@ struct box {
 	uint64_t gaps_complete; /* completions the signer did not record */
 	uint64_t gaps_unrecorded; /* ... of which not even the gap is recorded yet */
 	uint64_t obs_gaps_unrecorded; /* must-keep observations lost whose gap is not recorded yet */
-	struct obsq obs; /* must-keep observations not yet recorded (OBSQ_MAX), drained in order */
+	struct obsq obs; /* must-keep observations not yet recorded (--observe-queue), drained in order */
 	bool obs_draining; /* one thread sends the queue to the signer at a time */
 	uint64_t obs_pushed, obs_kept; /* observations queued and taken by the signer, in order (cond wakes waiters) */
 	bool obs_failed; /* one was refused or did not fit: the box was stopped */
@@ -132,6 +137,16 @@ struct box {
 	json_t *erecords; /* tkbox.egress records admitted and not yet sent (an array) */
 	bool erecord_sending; /* one thread sends them */
 	uint64_t egress_lost_unrecorded; /* tkbox.egress records the signer did not take, not yet counted as a gap */
+	/* Secrets, the box's CA and its self-test (issue 13; docs/secrets.md). */
+	struct box_secrets secrets; /* the values in secmem: wiped when the box stops or is removed */
+	char **bound_hosts; /* every secret's bound hosts (they joined the allowlist) */
+	char **model_hosts; /* egress_model_hosts of its --allow values */
+	struct egress_inspect_cfg insp; /* what the door inspects (borrows the two lists above) */
+	struct egress_ca *ca; /* from create until the boot request went out */
+	char ca_sha256[SHA256_HEX_LEN + 1]; /* the CA certificate's digest (DER); "" without a CA */
+	bool selftest_seen; /* the supervisor's selftest came */
+	json_t *selftest; /* {ran, trusted} */
+	int64_t clock_offset_ms; /* the guest's clock minus the host's, at its self-test */
 	struct box *next;
 };
 
@@ -199,6 +214,8 @@ enum ev_class {
 
 static void box_stop_async(struct box *b, const char *reason);
 static void box_flush_gaps(struct box *b);
+static int make_memfd(const void *p, size_t n);
+static void inspect_op(struct box *b, const struct supmsg *m);
 static void egress_open(struct box *b, const struct supmsg *m);
 static void egress_close(struct box *b);
 static void egress_record_locked(struct box *b, json_t *data);
@@ -650,6 +667,37 @@ static bool box_cut_event(const char *event)
 	       strcmp(event, "box.kills_ignored") == 0;
 }
 
+static int box_send(struct box *b, const struct supmsg *m, const int *fds);
+
+/*
+ * The `secrets` message right after ready (caller holds g.lock, the
+ * reader's): to every box with a CA or a secret, the values in a sealed
+ * memfd (none: an empty one). Before it the supervisor inspects nothing.
+ */
+static int box_send_secrets(struct box *b)
+{
+	struct supmsg m = { .op = SUPMSG_SECRETS };
+	int fd = -1, r;
+
+	if (!b->insp.has_ca && b->secrets.n == 0) {
+		return 0;
+	}
+	r = b->secrets.n > 0 ? box_secrets_supmsg(&b->secrets, &m, &fd) : (fd = make_memfd(NULL, 0));
+	if (r >= 0) {
+		r = box_send(b, &m, &fd);
+	}
+	if (b->secrets.n > 0) {
+		box_secrets_supmsg_release(&m);
+	}
+	if (fd >= 0) {
+		(void)close(fd);
+	}
+	if (r < 0) {
+		events_write(b, EV_LIFECYCLE, "secrets.send_failed", json_pack("{s:s}", "detail", tk_strerror(r)));
+	}
+	return r;
+}
+
 /* One message from the supervisor, allowed by the monitor (caller holds g.lock). */
 static void reader_apply(struct box *b, const struct supmsg *m, bool *stopped_ok)
 {
@@ -659,6 +707,12 @@ static void reader_apply(struct box *b, const struct supmsg *m, bool *stopped_ok
 		(void)snprintf(b->isolation, sizeof(b->isolation), "%s", m->isolation);
 		b->ready_ms = m->ready_ms;
 		b->boot_answered = true;
+		/* The secrets first: the reader sends them before it reads on, so no egress_dial precedes them. */
+		if (box_send_secrets(b) < 0 && !b->boot_error) {
+			b->boot_error = strdup("the box's secrets could not be handed to its supervisor; the box was "
+					       "stopped (tkbox events shows why)");
+			(void)kill(b->sup_pid, SIGKILL);
+		}
 		break;
 	case SUPMSG_FAILED:
 		b->boot_error = strdup(m->message);
@@ -719,6 +773,12 @@ static void reader_apply(struct box *b, const struct supmsg *m, bool *stopped_ok
 		egress_record_locked(b, json_pack("{s:s,s:I,s:s,s:s,s:s}", "host", m->host ? m->host : "", "port",
 						  (json_int_t)m->port, "decision", "refused", "rule", m->rule, "reason",
 						  m->message));
+		break;
+	case SUPMSG_SECRET_USE:
+	case SUPMSG_SECRET_LEAK:
+	case SUPMSG_MODEL_CALL:
+	case SUPMSG_SELFTEST:
+		inspect_op(b, m);
 		break;
 	case SUPMSG_STOPPED:
 		*stopped_ok = true;
@@ -782,6 +842,17 @@ static void reader_finish(struct box *b, bool stopped_ok, const char *violation)
 		}
 	}
 	pthread_mutex_lock(&g.lock);
+	{
+		/* The box stopped: its values go once no exec of it is checked against them any more. */
+		struct timespec until;
+		(void)clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_sec += 30;
+		while (b->n_execs > 0 && pthread_cond_timedwait(&b->cond, &g.lock, &until) != ETIMEDOUT) {
+		}
+		if (b->n_execs == 0) {
+			box_secrets_free(&b->secrets);
+		}
+	}
 	b->reader_done = true; /* from here on nothing of this thread touches b: rm may free it */
 	pthread_cond_broadcast(&b->cond);
 	pthread_mutex_unlock(&g.lock);
@@ -923,7 +994,7 @@ static int box_observe_wait(struct box *b, uint64_t seq, const char *kind, char 
 
 /*
  * A must-keep observation on b's run (issue 5's fail-closed rule): queued
- * (at most OBSQ_MAX pending) and sent to the signer in FIFO order by one
+ * (at most --observe-queue, default OBSQ_MAX, pending) and sent to the signer in FIFO order by one
  * thread at a time. When it does not fit in the queue, or the signer refuses
  * or cannot take one, the box is stopped, what was still queued is dropped
  * and the loss is recorded as one tkbox.gap (kind observe) with its count.
@@ -947,7 +1018,7 @@ static int box_observe_keep(struct box *b, const char *kind, json_t *data, char 
 		return -ESHUTDOWN;
 	}
 	if (!b->obs.items) {
-		r = obsq_init(&b->obs, OBSQ_MAX);
+		r = obsq_init(&b->obs, g.o.observe_queue);
 	}
 	if (r >= 0) {
 		r = obsq_push(&b->obs, kind, data);
@@ -955,8 +1026,13 @@ static int box_observe_keep(struct box *b, const char *kind, json_t *data, char 
 		json_decref(data);
 	}
 	if (r < 0) {
-		(void)snprintf(err, err_size, "%s could not be queued (%s; at most %d pending)", kind, tk_strerror(r),
-			       OBSQ_MAX);
+		(void)snprintf(err, err_size,
+			       "%s could not be queued (%s; at most %u pending, tkbox daemon --observe-queue)", kind,
+			       tk_strerror(r), g.o.observe_queue);
+		/* The only trace of why the box stops: the caller's err reaches the box's client at most. */
+		events_write(b, EV_PROBLEM, r == -ENOSPC ? "observe.queue_full" : "observe.queue_failed",
+			     json_pack("{s:s,s:I,s:s}", "kind", kind, "max", (json_int_t)g.o.observe_queue, "detail",
+				       err));
 		lost = 1;
 		goto failed;
 	}
@@ -1177,6 +1253,11 @@ static void box_free(struct box *b)
 	}
 	json_decref(b->erecords);
 	egress_policy_release(&b->egress);
+	box_secrets_free(&b->secrets);
+	strv_free(b->bound_hosts);
+	strv_free(b->model_hosts);
+	egress_ca_free(b->ca);
+	json_decref(b->selftest);
 	(void)pthread_cond_destroy(&b->cond);
 	free(b);
 }
@@ -1379,6 +1460,203 @@ static int box_build_egress(struct box *b, const struct api_create_req *q, const
 	return r;
 }
 
+/* The env the box's TLS clients read the box's CA from (docs/secrets.md); the user's --env wins. */
+static const char *const ca_box_env[] = {
+	"SSL_CERT_FILE=/etc/tkbox/ca-bundle.crt",
+	"REQUESTS_CA_BUNDLE=/etc/tkbox/ca-bundle.crt",
+	"CURL_CA_BUNDLE=/etc/tkbox/ca-bundle.crt",
+	"PIP_CERT=/etc/tkbox/ca-bundle.crt",
+	"GIT_SSL_CAINFO=/etc/tkbox/ca-bundle.crt",
+	"NODE_EXTRA_CA_CERTS=/etc/tkbox/ca.pem",
+	NULL,
+};
+
+static bool env_has_key(char *const *env, const char *entry)
+{
+	size_t kl = strcspn(entry, "=") + 1;
+
+	for (; env && *env; env++) {
+		if (strncmp(*env, entry, kl) == 0) {
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Append copies of add[] to the NULL-terminated *env (skipping keys *env has when keep_user). */
+static int env_append(char ***env, char *const *add, bool keep_user)
+{
+	size_t n = strv_len(*env), k = n;
+	char **v = reallocarray(*env, n + strv_len(add) + 1, sizeof(char *));
+
+	if (!v) {
+		return -ENOMEM;
+	}
+	*env = v;
+	v[n] = NULL;
+	for (; add && *add; add++) {
+		if (keep_user && env_has_key(v, *add)) {
+			continue;
+		}
+		v[k] = strdup(*add);
+		if (!v[k]) {
+			return -ENOMEM;
+		}
+		v[++k] = NULL;
+	}
+	return 0;
+}
+
+/*
+ * The box's secrets (secrets.c): the values out of the request into secmem,
+ * the placeholders into the box's env. Whether the box gets a CA: a secret,
+ * --inspect all or a model preset; with one, the CA env (unless --env sets
+ * it). Before box_resolve: the image's Env goes under all of it.
+ */
+static int box_take_secrets(struct box *b, struct api_create_req *q, char *err, size_t err_size)
+{
+	static const char *const model_presets[] = { "anthropic", "openai", "claude-code" };
+	_cleanup_(strv_freep) char **extra = NULL;
+	int r = box_secrets_from_api(q, &b->secrets, err, err_size);
+
+	if (r >= 0) {
+		r = box_secrets_env(&b->secrets, q->env, &extra, err, err_size);
+		r = r == -EEXIST ? -EINVAL : r;
+	}
+	if (r >= 0) {
+		r = env_append(&b->env, extra, false);
+	}
+	b->insp.has_ca = b->secrets.n > 0 || q->inspect_all;
+	for (size_t i = 0; q->allow && q->allow[i]; i++) {
+		for (size_t k = 0; k < ARRAY_SIZE(model_presets); k++) {
+			b->insp.has_ca = b->insp.has_ca || strcmp(q->allow[i], model_presets[k]) == 0;
+		}
+	}
+	if (r >= 0 && b->insp.has_ca) {
+		r = env_append(&b->env, (char *const *)ca_box_env, true);
+	}
+	if (r == -ENOMEM) {
+		(void)snprintf(err, err_size, "out of memory");
+	}
+	return r;
+}
+
+/* The SHA-256 of a PEM certificate's DER, in hex. */
+static int cert_sha256(const char *pem, char out[SHA256_HEX_LEN + 1])
+{
+	BIO *bio = BIO_new_mem_buf(pem, -1);
+	X509 *x = bio ? PEM_read_bio_X509(bio, NULL, NULL, NULL) : NULL;
+	unsigned char *der = NULL;
+	int n = x ? i2d_X509(x, &der) : -1;
+	int r = n > 0 ? sha256_hex(der, (size_t)n, out) : -EBADMSG;
+
+	OPENSSL_free(der);
+	X509_free(x);
+	BIO_free(bio);
+	return r;
+}
+
+/*
+ * After the allowlist is built: the bound hosts join it (exact host
+ * entries), the model hosts are known, and a box with a CA gets it
+ * (permitted: every allow entry's host, a wildcard's suffix, and the
+ * self-test name).
+ */
+static int box_prepare_tls(struct box *b, char *err, size_t err_size)
+{
+	_cleanup_free_ const char **permitted = NULL;
+	_cleanup_free_ char *cert = NULL;
+	size_t n = 0;
+	int r = box_secrets_hosts(&b->secrets, &b->bound_hosts);
+
+	for (size_t i = 0; r >= 0 && b->bound_hosts[i]; i++) {
+		struct egress_allow e, *v;
+		bool have = false;
+
+		if (egress_allow_parse(b->bound_hosts[i], &e) < 0) {
+			(void)snprintf(err, err_size, "the bound host %s is not an allow entry", b->bound_hosts[i]);
+			return -EINVAL;
+		}
+		for (size_t k = 0; k < b->egress.n_allow; k++) {
+			const struct egress_allow *a = &b->egress.allow[k];
+			have = have || (!a->wildcard && a->port == 0 && strcmp(a->host.name, e.host.name) == 0);
+			/*
+			 * An entry naming 443 decides that port as tcp://, a tunnel the proxy
+			 * does not read: the swap would silently not happen. Refused.
+			 */
+			if (a->port == 443 && egress_allow_match(a, 1, &e.host, 443) == EGRESS_MATCH_PORT) {
+				(void)snprintf(err, err_size,
+					       "a secret is bound to %s, but the allow entry for %s:443 lets any "
+					       "protocol through that port, so the proxy could not read the requests "
+					       "to swap the secret in; allow %s without a port",
+					       e.host.name, e.host.name, e.host.name);
+				return -EINVAL;
+			}
+		}
+		if (have) {
+			continue;
+		}
+		if (b->egress.n_allow >= EGRESS_MAX_ALLOW) {
+			(void)snprintf(err, err_size,
+				       "the allowlist with the secrets' bound hosts has more than %d entries "
+				       "(EGRESS_MAX_ALLOW); allow fewer hosts",
+				       EGRESS_MAX_ALLOW);
+			return -EINVAL;
+		}
+		v = reallocarray(b->egress.allow, b->egress.n_allow + 1, sizeof(*v));
+		if (!v) {
+			return -ENOMEM;
+		}
+		b->egress.allow = v;
+		v[b->egress.n_allow++] = e;
+	}
+	if (r >= 0) {
+		r = egress_model_hosts(b->egress.values, &b->model_hosts);
+	}
+	if (r < 0) {
+		(void)snprintf(err, err_size, "out of memory");
+		return r;
+	}
+	b->insp.bound = b->bound_hosts;
+	b->insp.model_hosts = b->model_hosts;
+	if (!b->insp.has_ca) {
+		return 0;
+	}
+	permitted = calloc(b->egress.n_allow + 1, sizeof(*permitted));
+	if (!permitted) {
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < b->egress.n_allow; i++) {
+		bool dup = false;
+		for (size_t k = 0; k < n; k++) {
+			dup = dup || strcmp(permitted[k], b->egress.allow[i].host.name) == 0;
+		}
+		if (!dup) {
+			permitted[n++] = b->egress.allow[i].host.name;
+		}
+	}
+	permitted[n++] = EGRESS_SELFTEST_HOST;
+	if (n > EGRESS_CA_PERMITTED_MAX) {
+		(void)snprintf(err, err_size,
+			       "the box's CA would permit %zu names, more than %d (EGRESS_CA_PERMITTED_MAX); allow "
+			       "fewer hosts",
+			       n, EGRESS_CA_PERMITTED_MAX);
+		return -EINVAL;
+	}
+	r = egress_ca_new(b->name, permitted, n, b->lifetime_s, &b->ca);
+	if (r >= 0) {
+		r = egress_ca_cert_pem(b->ca, &cert);
+	}
+	if (r >= 0) {
+		r = cert_sha256(cert, b->ca_sha256);
+	}
+	if (r < 0) {
+		(void)snprintf(err, err_size, "making the box's CA: %s", tk_strerror(r));
+		return r == -EINVAL ? -EIO : r;
+	}
+	return 0;
+}
+
 /* The image and workspace the box boots (resolved, built or pulled as needed). */
 static int box_resolve(struct box *b, const struct api_create_req *q, struct local_image *img, struct local_image *ws,
 		       char *err, size_t err_size)
@@ -1390,13 +1668,19 @@ static int box_resolve(struct box *b, const struct api_create_req *q, struct loc
 	int r = image_local_resolve(g.o.state_dir, q->image, 1024, &iopts, img, err, err_size);
 
 	if (r >= 0 && q->workspace) {
-		r = workspace_local_resolve(g.o.state_dir, q->workspace, b->dir, ws, err, err_size);
+		/* With secrets, a workspace file holding a value refuses the box (the message names the file and secret). */
+		r = workspace_local_resolve_secrets(g.o.state_dir, q->workspace, b->dir, &b->secrets, ws, err,
+						    err_size);
+		r = r == -EACCES ? -EINVAL : r;
 	}
 	if (r >= 0 && img->env) {
 		r = box_merge_image_env(b, img->env);
 	}
 	if (r >= 0) {
 		r = box_build_egress(b, q, img, err, err_size);
+	}
+	if (r >= 0) {
+		r = box_prepare_tls(b, err, err_size);
 	}
 	if (r < 0) {
 		return r;
@@ -1478,7 +1762,7 @@ static int box_start_supervisor(struct box *b, char *err, size_t err_size)
 static int box_send_boot(struct box *b, const struct local_image *img, const struct local_image *ws)
 {
 	/* What the box printed stays in its state until tkbox rm (the supervisor copies it when the VM is gone). */
-	_cleanup_free_ char *console = NULL;
+	_cleanup_free_ char *console = NULL, *cert = NULL, *key = NULL;
 	struct supmsg m = { .op = SUPMSG_BOOT,
 			    .box_id = b->name,
 			    .rootfs = img->path,
@@ -1503,9 +1787,28 @@ static int box_send_boot(struct box *b, const struct local_image *img, const str
 		return -ENOMEM;
 	}
 	m.console_keep = console;
+	/* The box's CA: certificate and key to the supervisor (the guest gets the certificate in its boot config). */
+	if (b->ca) {
+		r = egress_ca_cert_pem(b->ca, &cert);
+		if (r >= 0) {
+			r = egress_ca_key_pem(b->ca, &key);
+		}
+		if (r < 0) {
+			return r;
+		}
+		m.ca_cert = cert;
+		m.ca_key = key;
+		m.upstream_ca = (char *)g.o.egress_ca;
+	}
 	pthread_mutex_lock(&g.lock);
 	r = box_send(b, &m, NULL);
 	pthread_mutex_unlock(&g.lock);
+	/* The key leaves the daemon's memory: wiped here, the CA itself freed (the supervisor mints the leaves). */
+	if (key) {
+		explicit_bzero(key, strlen(key));
+	}
+	egress_ca_free(b->ca);
+	b->ca = NULL;
 	return r;
 }
 
@@ -1578,6 +1881,25 @@ static int box_record(struct box *b, char *err, size_t err_size)
 	if (data) {
 		(void)json_object_set_new(data, "supervisor_isolation", sandbox_observe_json(b->sup_pid));
 	}
+	/* Secrets (names, placeholders, hosts, header: never a value), the box's TLS and its clock. */
+	pthread_mutex_lock(&g.lock);
+	if (data) {
+		(void)json_object_set_new(data, "secrets", box_secrets_json(&b->secrets));
+		json_t *st = b->selftest_seen && b->selftest ? json_incref(b->selftest) : json_string("timed out");
+		(void)json_object_set_new(data, "tls",
+					  !b->insp.has_ca
+						  ? json_null()
+						  : json_pack("{s:s,s:o}", "ca_sha256", b->ca_sha256, "selftest", st));
+		if (!b->insp.has_ca) {
+			json_decref(st);
+		}
+		(void)json_object_set_new(data, "clock_offset_ms",
+					  b->selftest_seen ? json_integer(b->clock_offset_ms) : json_null());
+		if (!b->selftest_seen) {
+			(void)json_object_set_new(data, "selftest", json_string("timed out"));
+		}
+	}
+	pthread_mutex_unlock(&g.lock);
 	/* The first observation of the box: the queue is empty, so this call records it (or stops the box). */
 	return box_observe_keep(b, "tkbox.box", data, err, err_size);
 }
@@ -1609,6 +1931,31 @@ static void box_create_failed(struct conn *c, struct box *b, int r, const char *
 	box_free(b);
 }
 
+/*
+ * The box's TLS self-test and clock (the supervisor's selftest, after the
+ * guest's done request): the record waits for it, at most
+ * DAEMON_SELFTEST_TIMEOUT_S; then it says "timed out".
+ */
+static void box_wait_selftest(struct box *b)
+{
+	struct timespec until;
+
+	if (g.o.unrecorded) {
+		return;
+	}
+	pthread_mutex_lock(&g.lock);
+	(void)clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += DAEMON_SELFTEST_TIMEOUT_S;
+	while (!b->selftest_seen && !b->sup_gone && b->state == BOX_RUNNING) {
+		if (pthread_cond_timedwait(&b->cond, &g.lock, &until) == ETIMEDOUT) {
+			events_write(b, EV_LIFECYCLE, "box.selftest_timed_out",
+				     json_pack("{s:I}", "waited_s", (json_int_t)DAEMON_SELFTEST_TIMEOUT_S));
+			break;
+		}
+	}
+	pthread_mutex_unlock(&g.lock);
+}
+
 /* A box that booted: recorded (or stopped), then shown to the client. */
 static void box_created(struct conn *c, struct box *b, int r, const char *why)
 {
@@ -1622,6 +1969,7 @@ static void box_created(struct conn *c, struct box *b, int r, const char *why)
 			      why, b->name);
 		return;
 	}
+	box_wait_selftest(b);
 	if (box_record(b, err, sizeof(err)) < 0) {
 		respond_error(c->fd, 503, "not_recorded", NULL, "the box could not be recorded, so it was stopped: %s",
 			      err);
@@ -1655,6 +2003,9 @@ static void api_create(struct conn *c, const char *unused)
 	} else if (box_reserve(c, b) >= 0) {
 		egress_approve_box_start(b->name); /* nothing an earlier box of this name left applies to this one */
 		r = box_make_dir(b, err, sizeof(err));
+		if (r >= 0) {
+			r = box_take_secrets(b, &q, err, sizeof(err));
+		}
 		if (r >= 0) {
 			r = box_resolve(b, &q, &img, &ws, err, sizeof(err));
 		}
@@ -1811,10 +2162,21 @@ static int exec_line(struct exec_ctx *e, struct api_error *err)
 static int exec_args(struct exec_ctx *e, struct api_error *err)
 {
 	const struct api_exec_req *q = e->q;
+	char why[512];
 	int r = exec_line(e, err);
 
 	if (r < 0) {
 		return r;
+	}
+	/* No value of a secret in what runs (raw bytes): its placeholder is what the command uses. */
+	r = box_secrets_check_exec(&e->b->secrets, q->argv, e->line, e->cwd, q->env[0] ? q->env : NULL,
+				   q->stdin_mode == API_STDIN_UPFRONT ? buf_ptr(&q->stdin_data) : NULL,
+				   q->stdin_mode == API_STDIN_UPFRONT ? buf_len(&q->stdin_data) : 0, why, sizeof(why));
+	if (r == -EACCES) {
+		return api_refuse(err, 403, "refused", "%s", why);
+	}
+	if (r < 0) {
+		return api_refuse(err, 500, "internal", "the secrets check: %s", tk_strerror(r));
 	}
 	e->args = json_pack("{s:s,s:s,s:s}", "command", e->line, "cwd", e->cwd, "stdin", q->stdin_mode_name);
 	if (e->args && q->env[0]) {
@@ -2211,10 +2573,16 @@ static void egress_op_refuse(void *box, int64_t conn, int status, const char *ru
 }
 
 /* egress_dial with the socket the door connected to the address it checked; no dial once a stop began. */
-static int egress_op_dial(void *box, int64_t conn, const char *url, bool plain, int fd, void **ret_wait)
+static int egress_op_dial(void *box, int64_t conn, const char *url, bool plain, bool inspect, bool model, int fd,
+			  void **ret_wait)
 {
 	struct box *b = box;
-	struct supmsg m = { .op = SUPMSG_EGRESS_DIAL, .conn = conn, .url = (char *)url, .plain = plain };
+	struct supmsg m = { .op = SUPMSG_EGRESS_DIAL,
+			    .conn = conn,
+			    .url = (char *)url,
+			    .plain = plain,
+			    .inspect = inspect,
+			    .model_host = model };
 	struct egress_wait *w = calloc(1, sizeof(*w));
 	int r;
 
@@ -2342,6 +2710,7 @@ static void *egress_conn_thread(void *arg)
 		.form_connect = j->form_connect,
 		.host_text = j->host,
 		.port = j->port,
+		.insp = &b->insp,
 	};
 
 	(void)egress_door_run(&c);
@@ -2391,6 +2760,139 @@ static void egress_open(struct box *b, const struct supmsg *m)
 		egress_refuse_locked(b, m->conn, 503, "internal",
 				     "the daemon could not start this connection (out of memory or threads); retry");
 	}
+}
+
+/* ---------------------------------------------------------------- secrets, model calls, the self-test */
+
+/* secret_ok to the proxy, unless its conn is gone or the supervisor is (caller holds g.lock). */
+static void secret_ok_locked(struct box *b, int64_t conn, bool ok, const char *message)
+{
+	struct supmsg m = { .op = SUPMSG_SECRET_OK, .conn = conn, .ok = ok, .message = (char *)message };
+
+	if (b->sup_fd < 0 || supmon_check(&b->mon, SUPMSG_TO_SUPERVISOR, &m, NULL) < 0) {
+		return; /* nothing waits for it any more: the proxy never forwards a swap without ok */
+	}
+	if (box_send(b, &m, NULL) < 0) {
+		events_write(b, EV_PROBLEM, "secret.ok_failed", json_pack("{s:I}", "conn", (json_int_t)conn));
+	}
+}
+
+/* A must-keep record of the proxy's (tkbox.secret.use, tkbox.secret.leak, tkbox.model.call), kept off the reader. */
+struct keep_job {
+	struct box *b;
+	enum supmsg_op op;
+	int64_t conn;
+	char name[SUPMSG_MAX_NAME + 1]; /* secret_use: the secret */
+	json_t *data;
+};
+
+/*
+ * The record is kept (box_observe_keep blocks on the signer, so never on the
+ * reader thread); a secret_use is answered only then. A record that cannot
+ * be kept stops the box (box_observe_keep records the loss); a lost model
+ * call is also a tkbox.gap of kind model.
+ */
+static void *keep_thread(void *arg)
+{
+	struct keep_job *j = arg;
+	struct box *b = j->b;
+	const char *kind = j->op == SUPMSG_SECRET_USE	 ? "tkbox.secret.use"
+			   : j->op == SUPMSG_SECRET_LEAK ? "tkbox.secret.leak"
+							 : "tkbox.model.call";
+	char err[512] = "", msg[SUPMSG_MAX_TEXT];
+	int r = box_observe_keep(b, kind, j->data, err, sizeof(err));
+
+	if (r < 0 && j->op == SUPMSG_MODEL_CALL) {
+		(void)box_gap(b, "model", "a tkbox.model.call record could not be kept; the box was stopped", 1);
+	}
+	pthread_mutex_lock(&g.lock);
+	if (j->op == SUPMSG_SECRET_USE) {
+		(void)snprintf(msg, sizeof(msg),
+			       "the use of secret %s could not be recorded, so it was not sent; the box is being "
+			       "stopped",
+			       j->name);
+		secret_ok_locked(b, j->conn, r >= 0, r >= 0 ? NULL : msg);
+	}
+	b->n_egress--;
+	pthread_cond_broadcast(&b->cond);
+	pthread_mutex_unlock(&g.lock);
+	free(j);
+	return NULL;
+}
+
+/* What the proxy reports of inspected traffic and the self-test (caller holds g.lock, the reader's). */
+static void inspect_op(struct box *b, const struct supmsg *m)
+{
+	struct keep_job *j;
+	char msg[SUPMSG_MAX_TEXT];
+
+	if (m->op == SUPMSG_SELFTEST) {
+		json_decref(b->selftest);
+		b->selftest = json_pack("{s:o,s:o}", "ran", strv_json(m->ran), "trusted", strv_json(m->trusted));
+		b->clock_offset_ms = m->clock_offset_ms;
+		b->selftest_seen = true;
+		events_write(b, EV_LIFECYCLE, "box.selftest",
+			     json_pack("{s:O?,s:I}", "selftest", b->selftest, "clock_offset_ms",
+				       (json_int_t)m->clock_offset_ms));
+		return;
+	}
+	if (m->op == SUPMSG_SECRET_LEAK) {
+		events_write(b, EV_PROBLEM, "secret.leak",
+			     json_pack("{s:s,s:s,s:s}", "name", m->secret, "host", m->host, "reason", m->reason));
+	}
+	if (m->op == SUPMSG_SECRET_USE && (b->egress_closed || b->state != BOX_RUNNING)) {
+		(void)snprintf(msg, sizeof(msg), "the box is stopping; secret %s was not sent", m->secret);
+		secret_ok_locked(b, m->conn, false, msg);
+		return;
+	}
+	j = calloc(1, sizeof(*j));
+	if (j) {
+		j->b = b;
+		j->op = m->op;
+		j->conn = m->conn;
+		(void)snprintf(j->name, sizeof(j->name), "%s", m->secret ? m->secret : "");
+		switch (m->op) {
+		case SUPMSG_SECRET_USE:
+			j->data = json_pack("{s:s,s:s}", "name", m->secret, "host", m->host);
+			break;
+		case SUPMSG_SECRET_LEAK:
+			j->data = json_pack("{s:s,s:s,s:s}", "name", m->secret, "host", m->host, "reason", m->reason);
+			break;
+		default:
+			j->data = json_pack("{s:s,s:s,s:s,s:I,s:I,s:I,s:I}", "host", m->host, "method", m->method,
+					    "path", m->path, "status", (json_int_t)m->status, "bytes_up",
+					    (json_int_t)m->bytes_up, "bytes_down", (json_int_t)m->bytes_down,
+					    "duration_ms", (json_int_t)m->duration_ms);
+			if (j->data && m->model) {
+				(void)json_object_set_new(j->data, "model", json_string(m->model));
+			}
+			if (j->data && m->input_tokens >= 0) {
+				(void)json_object_set_new(j->data, "input_tokens", json_integer(m->input_tokens));
+			}
+			if (j->data && m->output_tokens >= 0) {
+				(void)json_object_set_new(j->data, "output_tokens", json_integer(m->output_tokens));
+			}
+			break;
+		}
+	}
+	if (j && j->data && egress_thread_start(b, keep_thread, j) >= 0) {
+		return;
+	}
+	/* Not even queued: fail closed as a lost must-keep record does (the swap is refused, the box stops). */
+	events_write(b, EV_PROBLEM, "signer.observe_failed",
+		     json_pack("{s:s,s:s}", "kind", supmsg_op_name(m->op), "detail", "no memory or thread to keep it"));
+	if (m->op == SUPMSG_SECRET_USE) {
+		(void)snprintf(
+			msg, sizeof(msg),
+			"the use of secret %s could not be recorded, so it was not sent; the box is being stopped",
+			m->secret);
+		secret_ok_locked(b, m->conn, false, msg);
+	}
+	if (j) {
+		json_decref(j->data);
+		free(j);
+	}
+	box_stop_async(b, "a record of the box could not be kept");
 }
 
 /* ---------------------------------------------------------------- stop, rm, export, ls */
@@ -2618,7 +3120,7 @@ static int read_request(struct conn *c)
 	size_t head = 0;
 	int r;
 
-	r = buf_init(&in, HTTP_MAX_HEAD + HTTP_MAX_BODY, 0);
+	r = buf_init(&in, HTTP_MAX_HEAD + HTTP_MAX_BODY, BUF_SECRET); /* a create body may hold secrets */
 	if (r < 0) {
 		return r;
 	}
@@ -2650,7 +3152,7 @@ static int read_request(struct conn *c)
 		}
 	}
 	if (r >= 0) {
-		r = buf_init(&c->body, HTTP_MAX_BODY, 0);
+		r = buf_init(&c->body, HTTP_MAX_BODY, BUF_SECRET);
 		if (r >= 0) {
 			r = buf_put(&c->body, buf_ptr(&in) + head, buf_len(&in) - head);
 		}
@@ -3001,6 +3503,9 @@ static int daemon_configure(const struct daemon_opts *o)
 	}
 	if (!g.o.max_execs) {
 		g.o.max_execs = DAEMON_DEFAULT_MAX_EXECS;
+	}
+	if (!g.o.observe_queue) {
+		g.o.observe_queue = OBSQ_MAX;
 	}
 	if (!g.o.signer_timeout_s) {
 		g.o.signer_timeout_s = DAEMON_DEFAULT_SIGNER_TIMEOUT_S;

@@ -36,6 +36,7 @@
 #define DAEMON_EXPORT_TIMEOUT_S 300 /* the signer writes a whole bundle */
 #define DAEMON_BOOT_TIMEOUT_S 180
 #define DAEMON_STOP_TIMEOUT_S 40
+#define DAEMON_SELFTEST_TIMEOUT_S 60 /* a create waits this long for the box's TLS self-test and clock */
 #define DAEMON_REQUEST_TIMEOUT_S 30
 #define DAEMON_MAX_CONNECTIONS 256
 /* Events file caps: daemon/events.h. */
@@ -50,11 +51,14 @@ struct daemon_opts {
 	unsigned max_boxes;
 	unsigned max_execs;
 	unsigned signer_timeout_s; /* 0: DAEMON_DEFAULT_SIGNER_TIMEOUT_S */
+	unsigned observe_queue; /* a box's must-keep queue cap, 1..OBSQ_MAX; 0: OBSQ_MAX */
 	const char *guest_bin; /* NULL: next to the tkbox binary */
 	const char *kernel; /* with modules_dir: instead of the asset cache */
 	const char *modules_dir;
 	/* The network door: --egress-block, --egress-allow-private, --resolve (copied at start; NULL: none). */
 	const struct egress_door_config *egress;
+	/* --egress-ca: extra trust anchors (PEM) for origins the proxy verifies when it terminates TLS; NULL: none. */
+	const char *egress_ca;
 };
 
 /* Run the daemon until SIGTERM/SIGINT; returns the exit status. */

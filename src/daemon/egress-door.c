@@ -444,6 +444,113 @@ static int resolve(struct egress_conn *c, const struct egress_host_addrs *own)
 	return check_addrs(c, own);
 }
 
+/* ---------------------------------------------------------------- inspection (issue 13) */
+
+static const char *const model_presets[] = { "anthropic", "openai", "claude-code", NULL };
+
+static bool in_list(char *const *list, const char *s)
+{
+	for (; list && *list; list++) {
+		if (strcmp(*list, s) == 0) {
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Append a copy of s to the NULL-terminated *v (of *n entries) unless it is there already. */
+static int add_unique(char ***v, size_t *n, const char *s)
+{
+	char **nv;
+
+	if (in_list(*v, s)) {
+		return 0;
+	}
+	nv = reallocarray(*v, *n + 2, sizeof(char *));
+	if (!nv) {
+		return -ENOMEM;
+	}
+	*v = nv;
+	nv[*n] = strdup(s);
+	if (!nv[*n]) {
+		return -ENOMEM;
+	}
+	nv[++*n] = NULL;
+	return 0;
+}
+
+/* The hosts one fixed preset names (its policy, built from it alone). */
+static int preset_hosts(const char *preset, char ***v, size_t *n)
+{
+	char *values[] = { (char *)preset, NULL };
+	struct egress_policy p = { 0 };
+	char err[256];
+	int r = egress_policy_build(values, false, NULL, &p, err, sizeof(err));
+
+	for (size_t i = 0; r >= 0 && i < p.n_allow; i++) {
+		r = p.allow[i].wildcard ? 0 : add_unique(v, n, p.allow[i].host.name);
+	}
+	egress_policy_release(&p);
+	return r;
+}
+
+int egress_model_hosts(char *const *values, char ***ret)
+{
+	char **all = NULL, **out = NULL;
+	size_t n_all = 0, n_out = 0;
+	int r = 0;
+
+	for (size_t i = 0; r >= 0 && model_presets[i]; i++) {
+		r = preset_hosts(model_presets[i], &all, &n_all);
+	}
+	for (size_t i = 0; r >= 0 && values && values[i]; i++) {
+		struct egress_allow e;
+
+		if (in_list((char *const *)model_presets, values[i])) {
+			r = preset_hosts(values[i], &out, &n_out);
+		} else if (egress_allow_parse(values[i], &e) >= 0) {
+			/* An allow entry that matches a host a model preset names: that host is a model host. */
+			for (size_t k = 0; r >= 0 && k < n_all; k++) {
+				struct egress_host h;
+				if (egress_host_parse(all[k], strlen(all[k]), &h) >= 0 &&
+				    egress_allow_match(&e, 1, &h, 443) != EGRESS_MATCH_NONE) {
+					r = add_unique(&out, &n_out, all[k]);
+				}
+			}
+		}
+	}
+	if (r >= 0 && !out) {
+		out = calloc(1, sizeof(char *));
+		r = out ? 0 : -ENOMEM;
+	}
+	for (size_t i = 0; i < n_all; i++) {
+		free(all[i]);
+	}
+	free(all);
+	if (r < 0) {
+		for (size_t i = 0; i < n_out; i++) {
+			free(out[i]);
+		}
+		free(out);
+		return r;
+	}
+	*ret = out;
+	return 0;
+}
+
+bool egress_inspect_decide(const struct egress_inspect_cfg *insp, bool inspect_all, const char *url, const char *host,
+			   bool *ret_model)
+{
+	bool model = insp && host && in_list(insp->model_hosts, host);
+
+	*ret_model = model;
+	/* egress_door_url writes https:// only for a CONNECT to 443 whose entry does not name the port. */
+	if (!insp || !insp->has_ca || !url || !host || strncmp(url, "https://", 8) != 0) {
+		return false;
+	}
+	return inspect_all || model || in_list(insp->bound, host);
+}
+
 /* ---------------------------------------------------------------- the checks before any decision */
 
 int egress_door_check(struct egress_conn *c, const struct egress_host_addrs *own)
@@ -453,6 +560,8 @@ int egress_door_check(struct egress_conn *c, const struct egress_host_addrs *own
 
 	c->refusal = (struct egress_refusal){ 0 };
 	c->h = (struct egress_host){ 0 };
+	c->inspect = false;
+	c->model = false;
 	c->n_addrs = 0;
 	c->resolved = false;
 	/* The supervisor's text is read again: it parses the box's bytes, so its words are checked twice. */
@@ -486,6 +595,7 @@ int egress_door_check(struct egress_conn *c, const struct egress_host_addrs *own
 	if (r < 0) {
 		return conn_refuse(c, 400, "bad-host", true, "send a shorter host", "the door's url does not fit");
 	}
+	c->inspect = egress_inspect_decide(c->insp, c->policy && c->policy->inspect_all, c->url, c->h.name, &c->model);
 	if (c->h.kind == EGRESS_HOST_ADDR) {
 		c->addrs[0] = c->h.addr;
 		c->n_addrs = 1;
@@ -646,7 +756,7 @@ static int door_act(struct crossing *x, struct crossing_result *ret)
 	}
 	fd = r >= 0 ? dial(c) : r;
 	if (fd >= 0) {
-		r = c->ops->dial(c->box, c->conn, c->url, c->plain, fd, &wait);
+		r = c->ops->dial(c->box, c->conn, c->url, c->plain, c->inspect, c->model, fd, &wait);
 		if (r < 0) {
 			r = conn_refuse(c, 503, "box-stopping", false, "the box is stopping; nothing can connect",
 					"the box stopped before the connection was handed over");

@@ -123,12 +123,13 @@ struct egress_box_ops {
 	/* egress_refuse {conn, status, rule, message}: the proxy answers the box with it. */
 	void (*refuse)(void *box, int64_t conn, int status, const char *rule, const char *message);
 	/*
-	 * egress_dial {conn, url, plain} with the connected socket (the callee
-	 * closes fd in every case). 0 sent, *ret_wait the handle wait_done
-	 * takes; -ESHUTDOWN the box is stopping (nothing sent); other < 0 the
-	 * send failed.
+	 * egress_dial {conn, url, plain, inspect, model} with the connected
+	 * socket (the callee closes fd in every case). 0 sent, *ret_wait the
+	 * handle wait_done takes; -ESHUTDOWN the box is stopping (nothing sent);
+	 * other < 0 the send failed.
 	 */
-	int (*dial)(void *box, int64_t conn, const char *url, bool plain, int fd, void **ret_wait);
+	int (*dial)(void *box, int64_t conn, const char *url, bool plain, bool inspect, bool model, int fd,
+		    void **ret_wait);
 	/*
 	 * Wait for the egress_done of the conn dial sent (wait: its handle,
 	 * released here): 0 with ret filled, -ESHUTDOWN the box stopped first.
@@ -155,6 +156,36 @@ struct egress_refusal {
 	bool record; /* the door itself refused: a tkbox.egress record (the signer's refusals are its own records) */
 };
 
+/*
+ * The box's TLS inspection (issue 13, docs/secrets.md): which dialled
+ * connections the supervisor's proxy terminates and reads (inspect), and
+ * which carry model calls (model). Built at box creation; read-only after.
+ */
+struct egress_inspect_cfg {
+	bool has_ca; /* the box has a CA (a secret, --inspect all or a model preset): without one nothing is inspected */
+	char *const *bound; /* the secrets' bound hosts (canonical names), NULL-terminated, or NULL */
+	char *const *model_hosts; /* egress_model_hosts of the box's --allow values, or NULL */
+};
+
+/*
+ * The model hosts of a box's --allow values: every host the anthropic,
+ * openai and claude-code presets name, when a value is that preset or an
+ * allow entry that matches the host (a secret's bound host alone is never
+ * one: bound hosts are not --allow values). NULL-terminated, unique (an
+ * empty array when there are none). -ENOMEM.
+ */
+_wur_ int egress_model_hosts(char *const *values, char ***ret);
+
+/*
+ * The decision for one connection: inspect when the box has a CA and the
+ * url is https://host:443 (a CONNECT to 443 whose entry does not name the
+ * port) and the host is bound by a secret, or the box has --inspect all, or
+ * the host is a model host. *ret_model: host is a model host (whatever the
+ * form). insp may be NULL (nothing inspected).
+ */
+bool egress_inspect_decide(const struct egress_inspect_cfg *insp, bool inspect_all, const char *url, const char *host,
+			   bool *ret_model);
+
 /* One connection through the door. */
 struct egress_conn {
 	/* Set by the caller. */
@@ -171,6 +202,7 @@ struct egress_conn {
 	bool form_connect; /* CONNECT (else absolute-form http://) */
 	const char *host_text; /* egress_open's host */
 	int64_t port;
+	const struct egress_inspect_cfg *insp; /* the box's inspection (NULL: none) */
 
 	/* Written by the door. */
 	struct egress_host h;
@@ -178,6 +210,7 @@ struct egress_conn {
 	enum egress_match match;
 	char url[EGRESS_URL_MAX];
 	bool plain; /* a tunnel that is not TLS may pass: the matching entry names the port */
+	bool inspect, model; /* egress_inspect_decide's answer: what egress_dial says */
 	struct egress_addr addrs[EGRESS_MAX_RESOLVED];
 	size_t n_addrs;
 	bool resolved;

@@ -5,6 +5,7 @@
 #include <poll.h>
 
 #include "daemon/supmsg.h"
+#include "egress/ca.h"
 #include "vmm/egress-proto.h"
 
 /*
@@ -23,6 +24,15 @@
  * "Connection: close". Bytes are relayed with the mux's credit; the end is
  * egress_done. A guest that breaks the mux protocol ends the box's egress:
  * egress_sup_handle returns -EPROTO and egress_sup_violation says why.
+ *
+ * Issue 13 (docs/secrets.md): a dial with inspect terminates TLS on both
+ * sides (a leaf from the box's CA towards the box, a verified client towards
+ * the origin) and the plaintext goes through egress_insp: the bound header
+ * swapped only after the daemon kept its use (secret_use, secret_ok), leaks
+ * refused (403 secret-leak, secret_leak), responses redacted, model calls
+ * told (model_call). A box with secrets has its absolute-form requests read
+ * the same way (no TLS, no swap). The self-test host
+ * (EGRESS_SELFTEST_HOST) is served here and never asked of the daemon.
  */
 
 #define EGRESS_SUP_SLOTS SUPMON_MAX_CONNS /* streams and conns waiting for the daemon, together */
@@ -63,15 +73,26 @@ _wur_ int egress_sup_handle(struct egress_sup *e, const struct pollfd *p, size_t
  */
 int egress_sup_timeout(const struct egress_sup *e);
 
-/* True when guest bytes already read wait for the next turn (poll with a zero timeout). */
+/* True when guest frames already read, or bytes for the guest that can go now, wait for the next turn (poll with a zero timeout). */
 bool egress_sup_pending(const struct egress_sup *e);
 
 /* Why the guest's egress was refused (the tracker's rule), or NULL. */
 const char *egress_sup_violation(const struct egress_sup *e);
 
 /*
- * A daemon message for the proxy: egress_dial (*fd is taken: set to -1) or
- * egress_refuse. -EINVAL for any other operation.
+ * The box's CA and the client context origins are verified with (both taken,
+ * freed with the proxy; both NULL: the box has no CA). Set once, before the
+ * first dial: without a CA no dial is inspected and the self-test host is
+ * refused.
+ */
+void egress_sup_tls(struct egress_sup *e, struct egress_ca *ca, SSL_CTX *client);
+
+/*
+ * A daemon message for the proxy: egress_dial (*fd is taken: set to -1),
+ * egress_refuse, secrets (*fd, the sealed memfd with the values, is read and
+ * closed: set to -1) or secret_ok. -EINVAL for any other operation; after
+ * a secrets message that does not load, every dial the proxy would read is
+ * refused (503 secrets-failed).
  */
 _wur_ int egress_sup_message(struct egress_sup *e, const struct supmsg *m, int *fd);
 

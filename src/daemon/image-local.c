@@ -8,6 +8,7 @@
 #include "crypto.h"
 #include "io.h"
 #include "daemon/image-local.h"
+#include "daemon/secrets.h"
 #include "log.h"
 #include "vmm/assets.h"
 #ifdef TKBOX_HAVE_IMAGES
@@ -229,8 +230,8 @@ static int ws_take_file(const char *built, const char *final)
  * the copy and mkfs.ext4 never run in the daemon. The daemon reads its one
  * answer (src/image/workspace-answer.h) and takes the ext4 file.
  */
-static int ws_build_child(const char *exe, const char *workspace, const char *out_dir, struct local_image *ref,
-			  char *err, size_t err_size)
+static int ws_build_child(const char *exe, const char *workspace, const char *out_dir, char *const *extra, int keep_fd,
+			  struct local_image *ref, char *err, size_t err_size)
 {
 	_cleanup_free_ char *bdir = NULL, *built = NULL;
 	_cleanup_close_ int ofd = -1;
@@ -251,12 +252,13 @@ static int ws_build_child(const char *exe, const char *workspace, const char *ou
 		(void)snprintf(err, err_size, "workspace %s: creating %s: %s", workspace, bdir, tk_strerror(r));
 		return r;
 	}
-	r = workspace_answer_exec(exe, workspace, built, &a, &diag);
+	r = workspace_answer_exec_args(exe, workspace, built, extra, keep_fd, &a, &diag);
 	if (r >= 0) {
 		ws_log_left_out(workspace, &a);
 		if (a.error) {
 			(void)snprintf(err, err_size, "workspace %s: %s", workspace, a.error);
-			r = -EIO;
+			/* the workspace check: a 400 the person can act on */
+			r = a.rule && strcmp(a.rule, WORKSPACE_SECRET_RULE) == 0 ? -EINVAL : -EIO;
 		} else {
 			r = ws_take_file(built, ref->path);
 			if (r < 0) {
@@ -275,8 +277,59 @@ static int ws_build_child(const char *exe, const char *workspace, const char *ou
 }
 #endif
 
+#ifdef TKBOX_HAVE_IMAGES
+/*
+ * The workspace check's arguments: `--secrets-fd N --secret NAME:LEN ...` and the sealed memfd (N) the child
+ * keeps; *ret_fd -1 and no arguments without secrets.
+ */
+static int ws_secret_args(const struct box_secrets *secrets, char ***ret_extra, int *ret_fd)
+{
+	char **v;
+	int fd;
+
+	*ret_extra = NULL;
+	*ret_fd = -1;
+	if (!secrets || secrets->n == 0) {
+		return 0;
+	}
+	fd = box_secrets_memfd(secrets);
+	if (fd < 0) {
+		return fd;
+	}
+	v = calloc(2 * secrets->n + 3, sizeof(char *));
+	if (!v || asprintf(&v[0], "--secrets-fd") < 0 || asprintf(&v[1], "%d", fd) < 0) {
+		free(v ? v[0] : NULL);
+		free(v);
+		(void)close(fd);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < secrets->n; i++) {
+		if (asprintf(&v[2 + 2 * i], "--secret") < 0 ||
+		    asprintf(&v[3 + 2 * i], "%s:%zu", secrets->v[i].name, secrets->v[i].value_len) < 0) {
+			v[2 + 2 * i] = v[3 + 2 * i] = NULL;
+			for (char **p = v; *p; p++) {
+				free(*p);
+			}
+			free(v);
+			(void)close(fd);
+			return -ENOMEM;
+		}
+	}
+	*ret_extra = v;
+	*ret_fd = fd;
+	return 0;
+}
+#endif
+
 int workspace_local_resolve(const char *state_dir, const char *workspace, const char *out_dir, struct local_image *ret,
 			    char *err, size_t err_size)
+{
+	return workspace_local_resolve_secrets(state_dir, workspace, out_dir, NULL, ret, err, err_size);
+}
+
+int workspace_local_resolve_secrets(const char *state_dir, const char *workspace, const char *out_dir,
+				    const struct box_secrets *secrets, struct local_image *ret, char *err,
+				    size_t err_size)
 {
 	struct stat st;
 
@@ -295,7 +348,25 @@ int workspace_local_resolve(const char *state_dir, const char *workspace, const 
 			return -ENOMEM;
 		}
 		(void)unlink(ref.path);
-		r = ws_build_child("/proc/self/exe", workspace, out_dir, &ref, err, err_size);
+		{
+			char **extra = NULL;
+			int sfd = -1;
+			r = ws_secret_args(secrets, &extra, &sfd);
+			if (r < 0) {
+				(void)snprintf(err, err_size, "workspace %s: the secrets for its check: %s", workspace,
+					       tk_strerror(r));
+			} else {
+				r = ws_build_child("/proc/self/exe", workspace, out_dir, extra, sfd, &ref, err,
+						   err_size);
+			}
+			for (char **p = extra; p && *p; p++) {
+				free(*p);
+			}
+			free(extra);
+			if (sfd >= 0) {
+				(void)close(sfd);
+			}
+		}
 		if (r >= 0) {
 			r = vm_file_sha256(ref.path, hexd);
 			if (r < 0) {
@@ -316,5 +387,14 @@ int workspace_local_resolve(const char *state_dir, const char *workspace, const 
 #else
 	(void)out_dir;
 #endif
+	/* an ext4 file (or, without the images library, a directory copied whole) cannot be checked: fail closed */
+	if (secrets && secrets->n > 0) {
+		(void)snprintf(err, err_size,
+			       "workspace %s: a box with --secret needs a directory or git checkout as its workspace, "
+			       "so that no file in it can hold a secret's value (the workspace check); an ext4 file "
+			       "cannot be checked",
+			       workspace);
+		return -EINVAL;
+	}
 	return image_local_resolve(state_dir, workspace, 1024, NULL, ret, err, err_size);
 }

@@ -58,4 +58,18 @@ _wur_ int image_local_resolve(const char *state_dir, const char *image, unsigned
 _wur_ int workspace_local_resolve(const char *state_dir, const char *workspace, const char *out_dir,
 				  struct local_image *ret, char *err, size_t err_size);
 
+/*
+ * workspace_local_resolve, and with secrets (may be NULL or empty) the
+ * workspace check: the builder child gets the values in a sealed memfd and
+ * refuses the build when a file it copies holds one in its content, path or
+ * symlink target (-EINVAL, a 400; err: "workspace DIR: workspace file <path>
+ * holds the value of secret NAME ...", never the value). A workspace given
+ * as an ext4 file, or a directory without the images library, cannot be
+ * checked: -EINVAL too when there are secrets.
+ */
+struct box_secrets;
+_wur_ int workspace_local_resolve_secrets(const char *state_dir, const char *workspace, const char *out_dir,
+					  const struct box_secrets *secrets, struct local_image *ret, char *err,
+					  size_t err_size);
+
 #endif

@@ -7,9 +7,18 @@
 #include "daemon/supmsg.h"
 #include "json.h"
 
+/* The text of a sent message is wiped before it is freed: a boot request carries the box CA's key. */
+static void wipe_freep(char **p)
+{
+	if (*p) {
+		explicit_bzero(*p, strlen(*p));
+		free(*p);
+	}
+}
+
 static int ipc_send_flags(int sock, const json_t *v, const int *fds, size_t nfds, int flags)
 {
-	_cleanup_free_ char *s = json_dumps(v, JSON_COMPACT);
+	_cleanup_(wipe_freep) char *s = json_dumps(v, JSON_COMPACT);
 	union {
 		char buf[CMSG_SPACE(sizeof(int) * IPC_MAX_FDS)];
 		struct cmsghdr align;
@@ -67,6 +76,13 @@ int ipc_send_msg(int sock, struct supmon *mon, enum supmsg_dir dir, const struct
 	}
 	if (r >= 0) {
 		r = supmon_apply(mon, dir, m, ret_why);
+	}
+	if (v && m->ca_key) {
+		/* The key's copy in the JSON object: wiped before jansson frees it. */
+		json_t *k = json_object_get(v, "ca_key");
+		if (json_is_string(k)) {
+			explicit_bzero((char *)json_string_value(k), json_string_length(k));
+		}
 	}
 	return r;
 }

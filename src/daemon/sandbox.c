@@ -135,6 +135,9 @@ const char *const sandbox_supervisor_syscalls[] = {
 	"mremap",
 	"mprotect",
 	"madvise",
+	/* Secret values (secmem.c): locked when the limit allows, never in a core dump (MADV_DONTDUMP above) */
+	"mlock",
+	"munlock",
 	/* Time and waiting */
 	"clock_gettime",
 	"clock_getres",

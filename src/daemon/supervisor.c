@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <fcntl.h>
+#include <openssl/ssl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -75,6 +76,8 @@ struct sup {
 	struct buf msg;
 	struct supmon mon; /* what the daemon and this side may send now (supmsg.h) */
 	struct egress_sup *egress; /* the host end of tkbox.egress and the proxy (egress-sup.c) */
+	struct egress_ca *ca; /* the box's CA, until the proxy takes it (NULL: the box has none) */
+	SSL_CTX *client_ctx; /* the origins' trust, loaded with the CA before the supervisor confines itself */
 };
 
 static uint64_t now_ms(void)
@@ -597,10 +600,42 @@ static void release_exec(struct sup *s, int64_t exec)
 	}
 }
 
-static int boot(struct sup *s, const struct supmsg *m)
+/*
+ * The box's CA and the origins' trust (issue 13), read now: once confined
+ * (Landlock) the supervisor could not open OpenSSL's configuration or the
+ * trust store. The key's PEM is wiped once loaded.
+ */
+static int load_tls(struct sup *s, struct supmsg *m)
+{
+	int r = 0;
+
+	if (!m->ca_cert != !m->ca_key) {
+		r = -EINVAL;
+	} else if (m->ca_cert) {
+		r = OPENSSL_init_ssl(OPENSSL_INIT_LOAD_CONFIG, NULL) == 1 ? 0 : -EIO;
+		r = r < 0 ? r : egress_ca_load(m->ca_cert, m->ca_key, &s->ca);
+		r = r < 0 ? r : egress_tls_client_ctx(m->upstream_ca, &s->client_ctx);
+	}
+	if (m->ca_key) {
+		explicit_bzero(m->ca_key, strlen(m->ca_key));
+	}
+	if (r < 0) {
+		(void)snprintf(
+			s->refused, sizeof(s->refused),
+			"the box's CA or the trust file for origins (tkbox daemon --egress-ca%s%s) did not load: %s",
+			m->upstream_ca ? " " : "", m->upstream_ca ? m->upstream_ca : "", tk_strerror(r));
+	}
+	return r;
+}
+
+static int boot(struct sup *s, struct supmsg *m)
 {
 	struct vm_box_opts o = { 0 };
-	int r;
+	int r = load_tls(s, m);
+
+	if (r < 0) {
+		return r;
+	}
 
 	o.box_id = m->box_id;
 	o.rootfs = m->rootfs;
@@ -619,6 +654,7 @@ static int boot(struct sup *s, const struct supmsg *m)
 	o.mem_mib = (unsigned)m->mem_mib;
 	o.scratch_mib = (unsigned)m->scratch_mib;
 	o.env = m->env;
+	o.ca_pem = m->ca_cert; /* the box's CA: the guest installs it (NULL: none) */
 	s->lifetime_deadline_ms = now_ms() + (uint64_t)m->lifetime_s * 1000;
 	r = vm_box_boot(&o, &s->box);
 	if (r == -ETIMEDOUT) {
@@ -788,9 +824,20 @@ static int ctl_message(struct sup *s, int *fds, size_t nfds)
 	case SUPMSG_STOP:
 		stop_box(s, "stop");
 		break;
+	case SUPMSG_SECRETS:
+	case SUPMSG_SECRET_OK:
 	case SUPMSG_EGRESS_DIAL:
 	case SUPMSG_EGRESS_REFUSE:
-		/* The dialled socket (fds[0]) is the proxy's now: the caller does not close it. */
+		/* The dialled socket or the secrets' memfd (fds[0]) is the proxy's now: the caller does not close it. */
+		if (m.op == SUPMSG_SECRETS && (!s->egress || egress_sup_message(s->egress, &m, &fds[0]) < 0)) {
+			send_event(s, "box.secrets_failed",
+				   "the box's secrets did not load into the proxy: every request it would read is "
+				   "refused");
+			break;
+		}
+		if (m.op == SUPMSG_SECRETS) {
+			break;
+		}
 		if (!s->egress || egress_sup_message(s->egress, &m, &fds[0]) < 0) {
 			log_warn("supervisor: egress conn %lld: the daemon's answer found no conn", (long long)m.conn);
 		}
@@ -821,7 +868,8 @@ int supervisor_main(int fd)
 	for (size_t i = 0; i < ARRAY_SIZE(s.x); i++) {
 		s.x[i].fd = -1;
 	}
-	r = buf_init(&s.msg, SUPMSG_MAX + 1, 0);
+	/* Wiped on every reset: the boot message carries the CA's key. */
+	r = buf_init(&s.msg, SUPMSG_MAX + 1, BUF_SECRET);
 	/* A uid of its own from the daemon (root): QEMU starts under it, the supervisor drops to it once up. */
 	if (r >= 0 && (r = sandbox_box_uid_from_env(&box_uid)) > 0) {
 		vm_run_as(box_uid, (gid_t)box_uid);
@@ -837,6 +885,8 @@ int supervisor_main(int fd)
 		char msg[sizeof(s.refused) + 64];
 		(void)snprintf(msg, sizeof(msg), "the box did not boot: %s", s.refused[0] ? s.refused : tk_strerror(r));
 		send_text(&s, SUPMSG_FAILED, msg);
+		egress_ca_free(s.ca);
+		SSL_CTX_free(s.client_ctx);
 		buf_release(&s.msg);
 		return 1;
 	}
@@ -849,6 +899,8 @@ int supervisor_main(int fd)
 		char msg[256];
 		(void)snprintf(msg, sizeof(msg), "the supervisor could not confine itself: %s", tk_strerror(r));
 		send_text(&s, SUPMSG_FAILED, msg);
+		egress_ca_free(s.ca);
+		SSL_CTX_free(s.client_ctx);
 		vm_box_free(s.box);
 		buf_release(&s.msg);
 		return 1;
@@ -857,6 +909,15 @@ int supervisor_main(int fd)
 		struct egress_sup_host eh = { .send = egress_send, .ctx = &s };
 		r = egress_sup_new(s.box->vm->egress_fd, &eh, &s.egress);
 	}
+	if (r >= 0) {
+		/* The proxy owns the CA and the origins' trust from here on. */
+		egress_sup_tls(s.egress, s.ca, s.client_ctx);
+	} else {
+		egress_ca_free(s.ca);
+		SSL_CTX_free(s.client_ctx);
+	}
+	s.ca = NULL;
+	s.client_ctx = NULL;
 	if (r < 0) {
 		char msg[256];
 		(void)snprintf(msg, sizeof(msg), "the supervisor could not open the egress channel: %s",
@@ -882,6 +943,12 @@ int supervisor_main(int fd)
 		uint64_t t = now_ms(), next = s.lifetime_deadline_ms;
 		int timeout;
 		bool pending_stdin = false, agent_more;
+		uint64_t clock_due = next;
+
+		/* The guest's clock from the host's: right after ready, then every AGENT_CLOCK_INTERVAL_MS. */
+		if (agent_client_clock_tick(s.box->agent, t, &clock_due) >= 0) {
+			next = MIN(next, clock_due);
+		}
 
 		/*
 		 * Read the agent without waiting, at most SUP_AGENT_EVENTS_PER_TURN

@@ -21,7 +21,10 @@ enum conn_rule {
 	CN_NEW, /* egress_open: a conn not known already -> asked */
 	CN_DIAL, /* egress_dial: asked -> dialled */
 	CN_REFUSE, /* egress_refuse: asked -> forgotten */
-	CN_DONE, /* egress_done: dialled -> forgotten */
+	CN_DONE, /* egress_done: dialled, no use pending -> forgotten */
+	CN_USE, /* secret_use: dialled, no use pending -> use pending */
+	CN_OK, /* secret_ok: use pending -> not pending */
+	CN_DIALLED, /* model_call: dialled (unchanged) */
 };
 
 /* The monitor's table: one row per operation (supmsg.h shows it as a table). */
@@ -56,6 +59,15 @@ static const struct op_rule {
 				 CN_DONE },
 	[SUPMSG_EGRESS_REFUSED] = { "egress_refused", SUPMSG_TO_DAEMON, S(SUPMON_UP) | S(SUPMON_STOPPING), EX_NONE, -1,
 				    CN_NONE },
+	[SUPMSG_SECRETS] = { "secrets", SUPMSG_TO_SUPERVISOR, S(SUPMON_UP), EX_NONE, -1, CN_NONE },
+	[SUPMSG_SECRET_USE] = { "secret_use", SUPMSG_TO_DAEMON, S(SUPMON_UP), EX_NONE, -1, CN_USE },
+	[SUPMSG_SECRET_OK] = { "secret_ok", SUPMSG_TO_SUPERVISOR, S(SUPMON_UP) | S(SUPMON_STOPPING), EX_NONE, -1,
+			       CN_OK },
+	[SUPMSG_SECRET_LEAK] = { "secret_leak", SUPMSG_TO_DAEMON, S(SUPMON_UP) | S(SUPMON_STOPPING), EX_NONE, -1,
+				 CN_NONE },
+	[SUPMSG_MODEL_CALL] = { "model_call", SUPMSG_TO_DAEMON, S(SUPMON_UP) | S(SUPMON_STOPPING), EX_NONE, -1,
+				CN_DIALLED },
+	[SUPMSG_SELFTEST] = { "selftest", SUPMSG_TO_DAEMON, S(SUPMON_UP), EX_NONE, -1, CN_NONE },
 };
 
 /* The events a supervisor may report (a closed set: they become lines of the box's events file). */
@@ -86,7 +98,7 @@ const char *supmsg_op_name(enum supmsg_op op)
 
 size_t supmsg_fds(const struct supmsg *m)
 {
-	if (m->op == SUPMSG_EGRESS_DIAL) {
+	if (m->op == SUPMSG_EGRESS_DIAL || m->op == SUPMSG_SECRETS) {
 		return 1;
 	}
 	if (m->op != SUPMSG_EXEC) {
@@ -122,6 +134,25 @@ void supmsg_release(struct supmsg *m)
 	free(m->host);
 	free(m->url);
 	free(m->rule);
+	free(m->ca_cert);
+	if (m->ca_key) {
+		explicit_bzero(m->ca_key, strlen(m->ca_key));
+		free(m->ca_key);
+	}
+	free(m->upstream_ca);
+	for (size_t i = 0; m->secrets && i < m->n_secrets; i++) {
+		free(m->secrets[i].name);
+		free(m->secrets[i].placeholder);
+		free(m->secrets[i].header);
+		strv_free(m->secrets[i].hosts);
+	}
+	free(m->secrets);
+	free(m->secret);
+	free(m->method);
+	free(m->path);
+	free(m->model);
+	strv_free(m->ran);
+	strv_free(m->trusted);
 	*m = (struct supmsg){ 0 };
 }
 
@@ -180,12 +211,17 @@ static bool box_name_ok(const char *s)
 	       strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == n;
 }
 
+static bool starts_with(const char *s, const char *prefix)
+{
+	return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
 static int decode_boot(const json_t *o, struct supmsg *m)
 {
-	static const char *const keys[] = { "op",	    "box_id",	   "rootfs",  "workspace",
-					    "state_dir",    "guest",	   "accel",   "vcpus",
-					    "mem_mib",	    "scratch_mib", "env",     "lifetime_s",
-					    "console_keep", "kernel",	   "modules", NULL };
+	static const char *const keys[] = { "op",      "box_id",     "rootfs",	     "workspace", "state_dir",
+					    "guest",   "accel",	     "vcpus",	     "mem_mib",	  "scratch_mib",
+					    "env",     "lifetime_s", "console_keep", "kernel",	  "modules",
+					    "ca_cert", "ca_key",     "upstream_ca",  NULL };
 	static const char *const accels[] = { "auto", "kvm", "tcg", NULL };
 	int r = json_only_keys(o, keys);
 
@@ -203,8 +239,18 @@ static int decode_boot(const json_t *o, struct supmsg *m)
 	r = r < 0 ? r : text(o, "console_keep", SUPMSG_MAX_PATH, false, &m->console_keep);
 	r = r < 0 ? r : text(o, "kernel", SUPMSG_MAX_PATH, false, &m->kernel);
 	r = r < 0 ? r : text(o, "modules", SUPMSG_MAX_PATH, false, &m->modules);
+	r = r < 0 ? r : text(o, "ca_cert", SUPMSG_MAX_PEM, false, &m->ca_cert);
+	r = r < 0 ? r : text(o, "ca_key", SUPMSG_MAX_PEM, false, &m->ca_key);
+	r = r < 0 ? r : text(o, "upstream_ca", SUPMSG_MAX_PATH, false, &m->upstream_ca);
 	if (r < 0) {
 		return r;
+	}
+	/* The box's CA: certificate and key together, each a PEM block; the trust file a path. */
+	if (!m->ca_cert != !m->ca_key ||
+	    (m->ca_cert && (!starts_with(m->ca_cert, "-----BEGIN CERTIFICATE-----") ||
+			    !starts_with(m->ca_key, "-----BEGIN ") || !strstr(m->ca_key, "PRIVATE KEY-----"))) ||
+	    (m->upstream_ca && m->upstream_ca[0] != '/')) {
+		return -EBADMSG;
 	}
 	/* A kernel comes with its modules; paths are never empty. */
 	if (!box_name_ok(m->box_id) || !one_of(m->accel, accels) || !m->rootfs[0] || !m->state_dir[0] || !m->guest[0] ||
@@ -304,7 +350,7 @@ static bool token_ok(const char *s, size_t max)
 
 static int decode_egress_to_sup(const json_t *o, enum supmsg_op op, struct supmsg *m)
 {
-	static const char *const k_dial[] = { "op", "conn", "url", "plain", NULL };
+	static const char *const k_dial[] = { "op", "conn", "url", "plain", "inspect", "model", NULL };
 	static const char *const k_refuse[] = { "op", "conn", "status", "rule", "message", NULL };
 	int r = json_only_keys(o, op == SUPMSG_EGRESS_DIAL ? k_dial : k_refuse);
 
@@ -312,6 +358,12 @@ static int decode_egress_to_sup(const json_t *o, enum supmsg_op op, struct supms
 	if (op == SUPMSG_EGRESS_DIAL) {
 		r = r < 0 ? r : text(o, "url", SUPMSG_MAX_URL, true, &m->url);
 		r = r < 0 ? r : json_get_bool(o, "plain", &m->plain) < 0 ? -EBADMSG : 0;
+		r = r < 0 ? r : json_get_bool(o, "inspect", &m->inspect) < 0 ? -EBADMSG : 0;
+		r = r < 0 ? r : json_get_bool(o, "model", &m->model_host) < 0 ? -EBADMSG : 0;
+		/* Inspected: a TLS tunnel the proxy terminates, never one that may be plain. */
+		if (r >= 0 && m->inspect && (m->plain || !starts_with(m->url, "https://"))) {
+			r = -EBADMSG;
+		}
 		return r >= 0 && !token_ok(m->url, SUPMSG_MAX_URL) ? -EBADMSG : r;
 	}
 	r = r < 0 ? r : integer(o, "status", 400, 504, NULL, &m->status);
@@ -377,6 +429,192 @@ static int decode_egress_to_daemon(const json_t *o, enum supmsg_op op, struct su
 	}
 }
 
+/* A secret's name: [A-Z_][A-Z0-9_]{0,63} (egress_secret_name_ok's rule; this file stays pure). */
+static bool secret_name_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	return n >= 1 && n <= SUPMSG_MAX_NAME && !(s[0] >= '0' && s[0] <= '9') &&
+	       strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") == n;
+}
+
+/* "tkbox_<name>_" and 32 lower-case hex digits. */
+static bool placeholder_ok(const char *name, const char *ph)
+{
+	size_t n = strlen(name);
+
+	return starts_with(ph, "tkbox_") && strncmp(ph + 6, name, n) == 0 && ph[6 + n] == '_' &&
+	       strlen(ph + 7 + n) == 32 && strspn(ph + 7 + n, "0123456789abcdef") == 32;
+}
+
+/* An RFC 9110 token of 1..max bytes (a header name, a method). */
+static bool http_token_ok(const char *s, size_t max)
+{
+	size_t n = strlen(s);
+
+	return n >= 1 && n <= max &&
+	       strspn(s, "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ") == n;
+}
+
+/* 1..max bytes of text without control bytes (UTF-8 is checked by the parser). */
+static bool line_ok(const char *s, size_t max)
+{
+	size_t n = strlen(s);
+
+	for (size_t i = 0; i < n; i++) {
+		if ((unsigned char)s[i] < 0x20 || (unsigned char)s[i] == 0x7f) {
+			return false;
+		}
+	}
+	return n >= 1 && n <= max;
+}
+
+static int decode_secret(const json_t *o, struct supmsg_secret *x)
+{
+	static const char *const keys[] = { "name", "placeholder", "header", "hosts", "len", NULL };
+	int r = json_only_keys(o, keys);
+
+	r = r < 0 ? r : text(o, "name", SUPMSG_MAX_NAME, true, &x->name);
+	r = r < 0 ? r : text(o, "placeholder", SUPMSG_MAX_NAME + 64, true, &x->placeholder);
+	r = r < 0 ? r : text(o, "header", SUPMSG_MAX_NAME, true, &x->header);
+	r = r < 0 ? r : strv(o, "hosts", SUPMSG_MAX_SECRET_HOSTS, false, &x->hosts, &x->n_hosts);
+	r = r < 0 ? r : integer(o, "len", 6, SUPMSG_MAX_SECRET_LEN, NULL, &x->len);
+	if (r < 0) {
+		return r;
+	}
+	if (!secret_name_ok(x->name) || !placeholder_ok(x->name, x->placeholder) ||
+	    !http_token_ok(x->header, SUPMSG_MAX_NAME) || x->n_hosts == 0) {
+		return -EBADMSG;
+	}
+	for (size_t i = 0; i < x->n_hosts; i++) {
+		if (!token_ok(x->hosts[i], SUPMSG_MAX_HOST)) {
+			return -EBADMSG;
+		}
+		for (size_t j = 0; j < i; j++) {
+			if (strcmp(x->hosts[i], x->hosts[j]) == 0) {
+				return -EBADMSG;
+			}
+		}
+	}
+	return 0;
+}
+
+static int decode_secrets(const json_t *o, struct supmsg *m)
+{
+	static const char *const keys[] = { "op", "secrets", NULL };
+	json_t *a = NULL;
+	size_t n;
+	int r = json_only_keys(o, keys);
+
+	r = r < 0 ? r : json_get_array(o, "secrets", &a) < 0 ? -EBADMSG : 0;
+	if (r < 0) {
+		return r;
+	}
+	n = json_array_size(a);
+	if (n > SUPMSG_MAX_SECRETS) {
+		return -E2BIG;
+	}
+	m->secrets = n ? calloc(n, sizeof(*m->secrets)) : NULL;
+	if (n && !m->secrets) {
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++) {
+		m->n_secrets = i + 1; /* released with m whatever happens next */
+		r = decode_secret(json_array_get(a, i), &m->secrets[i]);
+		if (r < 0) {
+			return r;
+		}
+		for (size_t j = 0; j < i; j++) {
+			if (strcmp(m->secrets[i].name, m->secrets[j].name) == 0) {
+				return -EBADMSG;
+			}
+		}
+	}
+	return 0;
+}
+
+/* ran[] or trusted[]: at most SUPMSG_MAX_SELFTEST distinct [a-z0-9]{1,16}. */
+static int clients(const json_t *o, const char *key, char ***ret, size_t *ret_n)
+{
+	int r = strv(o, key, SUPMSG_MAX_SELFTEST, false, ret, ret_n);
+
+	for (size_t i = 0; r >= 0 && i < *ret_n; i++) {
+		size_t n = strlen((*ret)[i]);
+
+		if (n < 1 || n > 16 || strspn((*ret)[i], "abcdefghijklmnopqrstuvwxyz0123456789") != n) {
+			r = -EBADMSG;
+		}
+		for (size_t j = 0; r >= 0 && j < i; j++) {
+			r = strcmp((*ret)[i], (*ret)[j]) == 0 ? -EBADMSG : 0;
+		}
+	}
+	return r;
+}
+
+static int decode_inspect(const json_t *o, enum supmsg_op op, struct supmsg *m)
+{
+	static const char *const k_use[] = { "op", "conn", "secret", "host", NULL };
+	static const char *const k_ok[] = { "op", "conn", "ok", "message", NULL };
+	static const char *const k_leak[] = { "op", "conn", "secret", "host", "reason", NULL };
+	static const char *const k_model[] = { "op",	       "conn",		"host",	      "method",	     "path",
+					       "status",       "bytes_up",	"bytes_down", "duration_ms", "model",
+					       "input_tokens", "output_tokens", NULL };
+	static const char *const k_self[] = { "op", "ran", "trusted", "clock_offset_ms", NULL };
+	const int64_t big = INT64_C(1) << 53;
+	bool has_in = false, has_out = false;
+	int r;
+
+	switch (op) {
+	case SUPMSG_SECRETS:
+		return decode_secrets(o, m);
+	case SUPMSG_SECRET_USE:
+	case SUPMSG_SECRET_LEAK:
+		r = json_only_keys(o, op == SUPMSG_SECRET_USE ? k_use : k_leak);
+		r = r < 0 ? r : integer(o, "conn", op == SUPMSG_SECRET_USE ? 1 : 0, SUPMSG_MAX_CONN, NULL, &m->conn);
+		r = r < 0 ? r : text(o, "secret", SUPMSG_MAX_NAME, true, &m->secret);
+		r = r < 0 ? r : text(o, "host", SUPMSG_MAX_HOST, true, &m->host);
+		if (r >= 0 && op == SUPMSG_SECRET_LEAK) {
+			r = text(o, "reason", SUPMSG_MAX_TEXT, true, &m->reason);
+			r = r < 0 ? r : line_ok(m->reason, SUPMSG_MAX_TEXT) ? 0 : -EBADMSG;
+		}
+		return r >= 0 && (!secret_name_ok(m->secret) || !token_ok(m->host, SUPMSG_MAX_HOST)) ? -EBADMSG : r;
+	case SUPMSG_SECRET_OK:
+		r = json_only_keys(o, k_ok);
+		r = r < 0 ? r : integer(o, "conn", 1, SUPMSG_MAX_CONN, NULL, &m->conn);
+		r = r < 0 ? r : json_get_bool(o, "ok", &m->ok) < 0 ? -EBADMSG : 0;
+		r = r < 0 ? r : text(o, "message", SUPMSG_MAX_TEXT, false, &m->message);
+		return r >= 0 && m->message && !m->message[0] ? -EBADMSG : r;
+	case SUPMSG_MODEL_CALL:
+		r = json_only_keys(o, k_model);
+		r = r < 0 ? r : integer(o, "conn", 1, SUPMSG_MAX_CONN, NULL, &m->conn);
+		r = r < 0 ? r : text(o, "host", SUPMSG_MAX_HOST, true, &m->host);
+		r = r < 0 ? r : text(o, "method", 32, true, &m->method);
+		r = r < 0 ? r : text(o, "path", SUPMSG_MAX_HTTP_PATH, true, &m->path);
+		r = r < 0 ? r : integer(o, "status", 100, 599, NULL, &m->status);
+		r = r < 0 ? r : integer(o, "bytes_up", 0, big, NULL, &m->bytes_up);
+		r = r < 0 ? r : integer(o, "bytes_down", 0, big, NULL, &m->bytes_down);
+		r = r < 0 ? r : integer(o, "duration_ms", 0, big, NULL, &m->duration_ms);
+		r = r < 0 ? r : text(o, "model", SUPMSG_MAX_MODEL, false, &m->model);
+		r = r < 0 ? r : integer(o, "input_tokens", 0, big, &has_in, &m->input_tokens);
+		r = r < 0 ? r : integer(o, "output_tokens", 0, big, &has_out, &m->output_tokens);
+		if (r >= 0 && (!token_ok(m->host, SUPMSG_MAX_HOST) || !http_token_ok(m->method, 32) ||
+			       !line_ok(m->path, SUPMSG_MAX_HTTP_PATH) || m->path[0] != '/' ||
+			       (m->model && !line_ok(m->model, SUPMSG_MAX_MODEL)))) {
+			r = -EBADMSG;
+		}
+		m->input_tokens = has_in ? m->input_tokens : -1;
+		m->output_tokens = has_out ? m->output_tokens : -1;
+		return r;
+	case SUPMSG_SELFTEST:
+		r = json_only_keys(o, k_self);
+		r = r < 0 ? r : clients(o, "ran", &m->ran, &m->n_ran);
+		r = r < 0 ? r : clients(o, "trusted", &m->trusted, &m->n_trusted);
+		return r < 0 ? r : integer(o, "clock_offset_ms", -big, big, NULL, &m->clock_offset_ms);
+	default:
+		return -EPROTO;
+	}
+}
+
 static int decode_op(const json_t *o, enum supmsg_op op, struct supmsg *m)
 {
 	static const char *const k_id[] = { "op", "exec", NULL };
@@ -428,6 +666,13 @@ static int decode_op(const json_t *o, enum supmsg_op op, struct supmsg *m)
 	case SUPMSG_EGRESS_DONE:
 	case SUPMSG_EGRESS_REFUSED:
 		return decode_egress_to_daemon(o, op, m);
+	case SUPMSG_SECRETS:
+	case SUPMSG_SECRET_USE:
+	case SUPMSG_SECRET_OK:
+	case SUPMSG_SECRET_LEAK:
+	case SUPMSG_MODEL_CALL:
+	case SUPMSG_SELFTEST:
+		return decode_inspect(o, op, m);
 	case SUPMSG_OP_COUNT:
 	default:
 		return -EPROTO;
@@ -491,6 +736,11 @@ static int put_int(json_t *o, const char *k, int64_t v)
 	return json_object_set_new(o, k, json_integer(v)) < 0 ? -ENOMEM : 0;
 }
 
+static int put_bool(json_t *o, const char *k, bool v)
+{
+	return json_object_set_new(o, k, json_boolean(v)) < 0 ? -ENOMEM : 0;
+}
+
 static int put_strv(json_t *o, const char *k, char *const *v, size_t n)
 {
 	json_t *a;
@@ -515,7 +765,9 @@ static int encode_egress(const struct supmsg *m, json_t *o)
 	case SUPMSG_EGRESS_DIAL:
 		r = put_int(o, "conn", m->conn);
 		r = r < 0 ? r : put_str(o, "url", m->url);
-		return r < 0 ? r : (json_object_set_new(o, "plain", json_boolean(m->plain)) < 0 ? -ENOMEM : 0);
+		r = r < 0 ? r : put_bool(o, "plain", m->plain);
+		r = r < 0 ? r : put_bool(o, "inspect", m->inspect);
+		return r < 0 ? r : put_bool(o, "model", m->model_host);
 	case SUPMSG_EGRESS_REFUSE:
 		r = put_int(o, "conn", m->conn);
 		r = r < 0 ? r : put_int(o, "status", m->status);
@@ -533,6 +785,74 @@ static int encode_egress(const struct supmsg *m, json_t *o)
 		r = r < 0 ? r : put_str(o, "message", m->message);
 		r = r < 0 ? r : put_str(o, "host", m->host);
 		return r < 0 || m->port == 0 ? r : put_int(o, "port", m->port);
+	default:
+		return -EINVAL;
+	}
+}
+
+static int encode_secrets(const struct supmsg *m, json_t *o)
+{
+	json_t *a = json_array(), *x;
+	int r = a ? 0 : -ENOMEM;
+
+	if (r < 0 || json_object_set_new(o, "secrets", a) < 0) {
+		return -ENOMEM;
+	}
+	if (m->n_secrets > 0 && !m->secrets) {
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < m->n_secrets; i++) {
+		const struct supmsg_secret *e = &m->secrets[i];
+
+		x = json_object();
+		if (!x || json_array_append_new(a, x) < 0) {
+			return -ENOMEM;
+		}
+		r = put_str(x, "name", e->name);
+		r = r < 0 ? r : put_str(x, "placeholder", e->placeholder);
+		r = r < 0 ? r : put_str(x, "header", e->header);
+		r = r < 0 ? r : put_strv(x, "hosts", e->hosts, e->n_hosts);
+		r = r < 0 ? r : put_int(x, "len", e->len);
+		if (r < 0) {
+			return r;
+		}
+	}
+	return 0;
+}
+
+static int encode_inspect(const struct supmsg *m, json_t *o)
+{
+	int r = 0;
+
+	switch (m->op) {
+	case SUPMSG_SECRETS:
+		return encode_secrets(m, o);
+	case SUPMSG_SECRET_USE:
+	case SUPMSG_SECRET_LEAK:
+		r = put_int(o, "conn", m->conn);
+		r = r < 0 ? r : put_str(o, "secret", m->secret);
+		r = r < 0 ? r : put_str(o, "host", m->host);
+		return r < 0 || m->op == SUPMSG_SECRET_USE ? r : put_str(o, "reason", m->reason);
+	case SUPMSG_SECRET_OK:
+		r = put_int(o, "conn", m->conn);
+		r = r < 0 ? r : put_bool(o, "ok", m->ok);
+		return r < 0 ? r : put_str(o, "message", m->message);
+	case SUPMSG_MODEL_CALL:
+		r = put_int(o, "conn", m->conn);
+		r = r < 0 ? r : put_str(o, "host", m->host);
+		r = r < 0 ? r : put_str(o, "method", m->method);
+		r = r < 0 ? r : put_str(o, "path", m->path);
+		r = r < 0 ? r : put_int(o, "status", m->status);
+		r = r < 0 ? r : put_int(o, "bytes_up", m->bytes_up);
+		r = r < 0 ? r : put_int(o, "bytes_down", m->bytes_down);
+		r = r < 0 ? r : put_int(o, "duration_ms", m->duration_ms);
+		r = r < 0 ? r : put_str(o, "model", m->model);
+		r = r < 0 || m->input_tokens < 0 ? r : put_int(o, "input_tokens", m->input_tokens);
+		return r < 0 || m->output_tokens < 0 ? r : put_int(o, "output_tokens", m->output_tokens);
+	case SUPMSG_SELFTEST:
+		r = put_strv(o, "ran", m->ran, m->n_ran);
+		r = r < 0 ? r : put_strv(o, "trusted", m->trusted, m->n_trusted);
+		return r < 0 ? r : put_int(o, "clock_offset_ms", m->clock_offset_ms);
 	default:
 		return -EINVAL;
 	}
@@ -557,7 +877,10 @@ static int encode_members(const struct supmsg *m, json_t *o)
 		r = r < 0 ? r : put_int(o, "lifetime_s", m->lifetime_s);
 		r = r < 0 ? r : put_str(o, "console_keep", m->console_keep);
 		r = r < 0 ? r : put_str(o, "kernel", m->kernel);
-		return r < 0 ? r : put_str(o, "modules", m->modules);
+		r = r < 0 ? r : put_str(o, "modules", m->modules);
+		r = r < 0 ? r : put_str(o, "ca_cert", m->ca_cert);
+		r = r < 0 ? r : put_str(o, "ca_key", m->ca_key);
+		return r < 0 ? r : put_str(o, "upstream_ca", m->upstream_ca);
 	case SUPMSG_EXEC:
 		r = r < 0 ? r : put_int(o, "exec", m->exec);
 		r = r < 0 ? r : put_strv(o, "argv", m->argv, m->argc);
@@ -597,6 +920,13 @@ static int encode_members(const struct supmsg *m, json_t *o)
 	case SUPMSG_EGRESS_DONE:
 	case SUPMSG_EGRESS_REFUSED:
 		return r < 0 ? r : encode_egress(m, o);
+	case SUPMSG_SECRETS:
+	case SUPMSG_SECRET_USE:
+	case SUPMSG_SECRET_OK:
+	case SUPMSG_SECRET_LEAK:
+	case SUPMSG_MODEL_CALL:
+	case SUPMSG_SELFTEST:
+		return r < 0 ? r : encode_inspect(m, o);
 	case SUPMSG_OP_COUNT:
 	default:
 		return -EINVAL;
@@ -627,6 +957,9 @@ int supmsg_encode(const struct supmsg *m, json_t **ret)
 		return -ENOMEM;
 	}
 	r = supmsg_decode(rules[m->op].dir, (const uint8_t *)s, strlen(s), &check);
+	if (m->ca_key) {
+		explicit_bzero(s, strlen(s)); /* the box CA's key */
+	}
 	if (r < 0) {
 		return r == -ENOMEM ? r : -EINVAL;
 	}
@@ -689,9 +1022,21 @@ static const char *conn_check(const struct supmon *mon, enum conn_rule rule, int
 						    "asked, already dialled, or already answered)"
 						  : NULL;
 	case CN_DONE:
-		return i < 0 || !mon->c[i].dialled
-			       ? "an end for an egress conn that was never dialled (or already ended)"
-			       : NULL;
+		if (i < 0 || !mon->c[i].dialled) {
+			return "an end for an egress conn that was never dialled (or already ended)";
+		}
+		return mon->c[i].use_pending ? "an end for an egress conn whose secret_use is not answered yet (the "
+					       "end waits for secret_ok)"
+					     : NULL;
+	case CN_USE:
+		if (i < 0 || !mon->c[i].dialled) {
+			return "a secret_use on an egress conn that is not dialled";
+		}
+		return mon->c[i].use_pending ? "a second secret_use on a conn before the first was answered" : NULL;
+	case CN_OK:
+		return i < 0 || !mon->c[i].use_pending ? "a secret_ok for a conn with no secret_use pending" : NULL;
+	case CN_DIALLED:
+		return i < 0 || !mon->c[i].dialled ? "a model_call on an egress conn that is not dialled" : NULL;
 	case CN_NONE:
 	default:
 		return NULL;
@@ -706,7 +1051,14 @@ static void conn_apply(struct supmon *mon, enum conn_rule rule, int64_t conn)
 	case CN_NEW:
 		mon->c[mon->nc].conn = conn;
 		mon->c[mon->nc].dialled = false;
+		mon->c[mon->nc].use_pending = false;
 		mon->nc++;
+		break;
+	case CN_USE:
+		mon->c[i].use_pending = true;
+		break;
+	case CN_OK:
+		mon->c[i].use_pending = false;
 		break;
 	case CN_DIAL:
 		mon->c[i].dialled = true;
@@ -715,6 +1067,7 @@ static void conn_apply(struct supmon *mon, enum conn_rule rule, int64_t conn)
 	case CN_DONE:
 		mon->c[i] = mon->c[--mon->nc];
 		break;
+	case CN_DIALLED:
 	case CN_NONE:
 	default:
 		break;
@@ -761,6 +1114,14 @@ int supmon_check(const struct supmon *mon, enum supmsg_dir dir, const struct sup
 		if (!why) {
 			why = conn_check(mon, rule->conn, m->conn);
 		}
+		if (!why && m->op == SUPMSG_EGRESS_DIAL && m->inspect && !mon->secrets_sent) {
+			why = "an inspected egress_dial before the secrets message";
+		}
+		if (!why && (m->op == SUPMSG_SECRETS || m->op == SUPMSG_SELFTEST) &&
+		    (m->op == SUPMSG_SECRETS ? mon->secrets_sent : m->op == SUPMSG_SELFTEST && mon->selftest_seen)) {
+			why = m->op == SUPMSG_SECRETS ? "a second secrets message (sent once per box)"
+						      : "a second selftest message (sent once per box)";
+		}
 	}
 	if (why) {
 		if (ret_why) {
@@ -797,6 +1158,11 @@ int supmon_apply(struct supmon *mon, enum supmsg_dir dir, const struct supmsg *m
 		break;
 	}
 	conn_apply(mon, rules[m->op].conn, m->conn);
+	if (m->op == SUPMSG_SECRETS) {
+		mon->secrets_sent = true;
+	} else if (m->op == SUPMSG_SELFTEST) {
+		mon->selftest_seen = true;
+	}
 	if (rules[m->op].next >= 0) {
 		mon->state = (enum supmon_state)rules[m->op].next;
 	}

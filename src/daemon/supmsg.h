@@ -55,7 +55,7 @@
  *     secret_ok      to sup.    {op,conn,ok,message?}   the record was kept (ok) or not (the request is refused)
  *     secret_leak    to daemon  {op,conn,secret,host,reason}  a request was refused: tkbox.secret.leak (conn 0: none)
  *     model_call     to daemon  {op,conn,host,method,path,status,bytes_up,bytes_down,duration_ms,model?,
- *                               input_tokens?,output_tokens?}   tkbox.model.call
+ *                               input_tokens?,output_tokens?}   tkbox.model.call (struct: tokens -1 when absent)
  *     selftest       to daemon  {op,ran[],trusted[],clock_offset_ms}  the box's TLS self-test (ran: the clients the
  *                               guest says it ran; trusted: those whose request reached the proxy over TLS with
  *                               the box's CA) and the guest clock's offset from the host's, in ms
@@ -177,7 +177,7 @@ struct supmsg {
 		char **hosts; /* NULL-terminated */
 		size_t n_hosts;
 		int64_t len; /* EGRESS_SECRET_VALUE_MIN..SUPMSG_MAX_SECRET_LEN */
-	} *secrets;
+	} * secrets;
 	size_t n_secrets;
 	/* secret_use, secret_leak: the secret's name (host above); secret_ok: ok (above) and message (above) */
 	char *secret;
@@ -232,11 +232,15 @@ void supmsg_release(struct supmsg *m);
  *   stopped    to daemon   UP, STOPPING            OVER
  *   egress_open    to daemon   UP, STOPPING        conn N asked (N not known already, at most SUPMON_MAX_CONNS known;
  *                                                  while stopping: sent before the stop was read, refused 503)
- *   egress_dial    to sup.     UP                  conn N asked -> dialled (egress closes the moment a stop begins)
+ *   egress_dial    to sup.     UP                  conn N asked -> dialled (egress closes the moment a stop begins);
+ *                                                  with inspect: only after secrets
  *   egress_refuse  to sup.     UP, STOPPING        conn N asked -> forgotten
- *   egress_done    to daemon   UP, STOPPING        conn N dialled -> forgotten
+ *   egress_done    to daemon   UP, STOPPING        conn N dialled, no secret_use pending -> forgotten (an end
+ *                                                  waits for the pending secret_ok, which would else cross it)
  *   egress_refused to daemon   UP, STOPPING        -
- *   secrets        to sup.     UP                  once per box (before it the supervisor inspects nothing)
+ *   secrets        to sup.     UP                  once per box (before it the supervisor inspects nothing);
+ *                                                  the daemon sends it right after ready to every box with a
+ *                                                  CA or a secret (0 entries and an empty memfd: a CA, no secret)
  *   secret_use     to daemon   UP                  conn N dialled, no use of it pending -> use pending
  *   secret_ok      to sup.     UP, STOPPING        conn N's use pending -> not pending
  *   secret_leak    to daemon   UP, STOPPING        -

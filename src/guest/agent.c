@@ -5,19 +5,20 @@
 #include <string.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 
 #include "banned.h"
 #include "frame.h"
 #include "guest/agent.h"
+#include "guest/kmsg.h"
 #include "log.h"
 #include "vmm/agent-proto.h"
 
 #define OUTBUF_MAX ((size_t)4 << 20) /* frames queued towards the host */
 #define READ_CHUNK ((size_t)64 * 1024)
 #define STDIN_ACK_MIN ((size_t)32 * 1024) /* return stdin credit in chunks, not per write */
-#define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 struct exec_slot {
 	bool used;
@@ -46,6 +47,9 @@ struct agent {
 	unsigned running;
 	bool shutdown;
 	uint8_t *chunk;
+	int ready_fd; /* closed once a pong is out */
+	bool pong_queued;
+	bool clock_failed; /* clock_settime refused once: said once */
 };
 
 static struct exec_slot *slot_find(struct agent *a, uint32_t id)
@@ -135,7 +139,7 @@ static int child_exec(char **argv, char **envp)
 	}
 	path = env_lookup(envp, "PATH");
 	if (!path) {
-		path = DEFAULT_PATH;
+		path = GUEST_DEFAULT_PATH;
 	}
 	while (*path) {
 		const char *colon = strchr(path, ':');
@@ -313,6 +317,39 @@ fail_errno:
 
 /* ---- messages from the host ---- */
 
+/*
+ * The host's CLOCK_REALTIME: TLS in the box checks certificate dates against
+ * this clock. A small offset is slewed (adjtime), so the box's time never
+ * steps back by the few ms the message took to arrive; a larger one is
+ * stepped.
+ */
+static void set_clock(struct agent *a, const struct agent_msg *m)
+{
+	struct timespec now, to = { .tv_sec = (time_t)m->clock_sec, .tv_nsec = (long)m->clock_nsec };
+	int64_t step_us;
+	int r;
+
+	(void)clock_gettime(CLOCK_REALTIME, &now);
+	step_us = ((int64_t)to.tv_sec - (int64_t)now.tv_sec) * 1000000 +
+		  ((int64_t)to.tv_nsec - (int64_t)now.tv_nsec) / 1000;
+	if (step_us > -GUEST_CLOCK_SLEW_MAX_MS * 1000 && step_us < GUEST_CLOCK_SLEW_MAX_MS * 1000) {
+		struct timeval delta = { .tv_sec = step_us / 1000000, .tv_usec = step_us % 1000000 };
+		r = adjtime(&delta, NULL);
+	} else {
+		r = clock_settime(CLOCK_REALTIME, &to);
+	}
+	if (r < 0) {
+		if (!a->clock_failed) {
+			guest_kmsg("setting the clock from the host: %s", strerror(errno));
+		}
+		a->clock_failed = true;
+		return;
+	}
+	if (step_us > GUEST_CLOCK_LOG_STEP_MS * 1000 || step_us < -GUEST_CLOCK_LOG_STEP_MS * 1000) {
+		guest_kmsg("clock stepped by %+lld ms to the host's time", (long long)(step_us / 1000));
+	}
+}
+
 static void credit_stdin(struct agent *a, struct exec_slot *s, bool force)
 {
 	struct agent_msg w = { .type = AGENT_MSG_STDIN_WINDOW, .id = s->id };
@@ -376,7 +413,12 @@ static void handle_frame(struct agent *a, uint8_t type, const uint8_t *p, size_t
 		r = agent_encode_simple(&a->out, AGENT_MSG_PONG, m.id);
 		if (r < 0) {
 			log_warn("cannot queue PONG: %s", tk_strerror(r));
+		} else {
+			a->pong_queued = true;
 		}
+		break;
+	case AGENT_MSG_CLOCK:
+		set_clock(a, &m);
 		break;
 	case AGENT_MSG_EXEC:
 		exec_start(a, &m);
@@ -588,7 +630,9 @@ static int agent_init(struct agent *a, const struct guest_agent_config *cfg)
 	sigset_t mask;
 	int r;
 
-	*a = (struct agent){ .port_fd = cfg->port_fd, .base_env = cfg->base_env, .sig_fd = -1 };
+	*a = (struct agent){
+		.port_fd = cfg->port_fd, .base_env = cfg->base_env, .sig_fd = -1, .ready_fd = cfg->ready_fd
+	};
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGCHLD);
 	if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0) {
@@ -635,6 +679,11 @@ int guest_agent_run(const struct guest_agent_config *cfg)
 			if (r < 0) {
 				log_error("writing to the host: %s", tk_strerror(r));
 				a.host_gone = true;
+			}
+			if (r >= 0 && a.pong_queued && buf_len(&a.out) == 0 && a.ready_fd >= 0) {
+				/* The first pong is with the host: the box is ready. */
+				(void)close(a.ready_fd);
+				a.ready_fd = -1;
 			}
 		}
 		if (a.shutdown && buf_len(&a.out) == 0) {

@@ -10,9 +10,22 @@
  * SIGCHLD. PID 1 reaps every child here, including orphans it never started.
  */
 
+/* A command's PATH when the box environment has none. */
+#define GUEST_DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+/* The host's clock (AGENT_MSG_CLOCK): an offset under this is slewed (adjtime), a larger one stepped. */
+#define GUEST_CLOCK_SLEW_MAX_MS 500
+/* A clock step larger than this is written to the console. */
+#define GUEST_CLOCK_LOG_STEP_MS 1000
+
 struct guest_agent_config {
 	int port_fd; /* tkbox.agent, opened O_RDWR|O_NONBLOCK|O_CLOEXEC; owned by the loop */
 	char **base_env; /* the box environment from the boot config (NULL-terminated), borrowed */
+	/*
+	 * Closed by the loop once its first PONG is written to the host (the
+	 * agent is up: the self-test waits for it), owned by the loop; -1: none.
+	 */
+	int ready_fd;
 };
 
 /*

@@ -27,6 +27,8 @@
 #include "io.h"
 #include "guest/agent.h"
 #include "guest/egress.h"
+#include "guest/kmsg.h"
+#include "guest/trust.h"
 #include "json.h"
 #include "log.h"
 #include "vmm/agent-proto.h"
@@ -40,30 +42,11 @@
 #define PATH_MAX_BUF 4096
 
 static bool tracing;
-static int kmsg_fd = -1;
 
-/*
- * Lines for the console go through /dev/kmsg: printk writes the serial port
- * synchronously, while a user-space write to ttyS0 waits for the UART's
- * transmit interrupt, which microvm with pic=off does not deliver (the 8250
- * driver falls back to a ~1 s backup timer).
- */
+/* A line on the console (guest/kmsg.h says why through /dev/kmsg). */
 static void kmsg_line(const char *text)
 {
-	char line[256];
-	int n;
-
-	if (kmsg_fd < 0) {
-		kmsg_fd = open("/dev/kmsg", O_WRONLY | O_CLOEXEC);
-	}
-	if (kmsg_fd < 0) {
-		return;
-	}
-	/* <3>: shown even with "quiet" on the kernel command line. */
-	n = snprintf(line, sizeof(line), "<3>tkbox-guest: %s\n", text);
-	if (n > 0) {
-		(void)!write(kmsg_fd, line, (size_t)MIN((size_t)n, sizeof(line) - 1));
-	}
+	guest_kmsg("%s", text);
 }
 
 /* tkbox.trace=1 on the kernel command line: each boot step on the console as it happens (printk timestamps). */
@@ -504,6 +487,48 @@ static void start_egress(void)
 	}
 }
 
+/*
+ * The box's CA (boot config ca_pem): the trust files before the agent runs
+ * any command, the JDK's keystore in the background; then the self-test's
+ * process, which waits for the agent (*ret_ready_fd goes to it). Nothing
+ * here stops the boot: the box works without it, its clients just do not
+ * trust the proxy, and the self-test says so.
+ */
+static void start_trust(const struct boot_config *cfg, int *ret_ready_fd)
+{
+	struct guest_trust_report rep;
+	int r, root;
+
+	*ret_ready_fd = -1;
+	if (cfg->ca_pem) {
+		root = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		r = root < 0 ? -errno : guest_trust_install(root, cfg->ca_pem, &rep);
+		if (root >= 0) {
+			(void)close(root);
+		}
+		if (r < 0) {
+			guest_kmsg("the box CA is not installed (" GUEST_TRUST_BUNDLE "): %s", tk_strerror(r));
+		} else {
+			guest_kmsg("the box CA is installed: " GUEST_TRUST_BUNDLE " (%s%s), appended to %u system "
+				   "bundle(s), already in %u, %u left alone",
+				   rep.base ? "from /" : "no system bundle", rep.base ? rep.base : "", rep.appended,
+				   rep.present, rep.skipped);
+			if (rep.error) {
+				guest_kmsg("the box CA: /%s: %s", rep.error_path, tk_strerror(rep.error));
+			}
+			r = guest_trust_java_start(cfg->env);
+			if (r < 0) {
+				guest_kmsg("java: the keystore import did not start: %s", tk_strerror(r));
+			}
+		}
+		trace("box CA installed");
+	}
+	r = guest_selftest_start(cfg->ca_pem != NULL, cfg->env, ret_ready_fd);
+	if (r < 0) {
+		guest_kmsg("self-test: not started: %s", tk_strerror(r));
+	}
+}
+
 static int boot(void)
 {
 	struct boot_config cfg = { 0 };
@@ -617,6 +642,7 @@ static int boot(void)
 		return r;
 	}
 	start_egress();
+	start_trust(&cfg, &acfg.ready_fd);
 	trace("agent starting");
 	acfg.port_fd = port;
 	acfg.base_env = cfg.env;

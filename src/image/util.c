@@ -62,13 +62,19 @@ static int drain(int fd, struct buf *b, bool *open)
 int image_run_timed(char *const argv[], char *const envp[], const char *cwd, struct buf *out, struct buf *err,
 		    unsigned timeout_s)
 {
+	return image_run_keep_fd(argv, envp, cwd, out, err, timeout_s, -1);
+}
+
+int image_run_keep_fd(char *const argv[], char *const envp[], const char *cwd, struct buf *out, struct buf *err,
+		      unsigned timeout_s, int keep_fd)
+{
 	int po[2] = { -1, -1 }, pe[2] = { -1, -1 };
 	int r = 0, status = 0;
 	bool oo, eo, reaped = false;
 	int64_t deadline;
 	pid_t pid, parent = getpid();
 
-	if (timeout_s == 0) {
+	if (timeout_s == 0 || (keep_fd >= 0 && keep_fd <= 2)) {
 		return -EINVAL;
 	}
 	if (pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0) {
@@ -91,6 +97,10 @@ int image_run_timed(char *const argv[], char *const envp[], const char *cwd, str
 			_exit(127);
 		}
 		if (cwd && chdir(cwd) < 0) {
+			_exit(127);
+		}
+		/* the one fd the tool is given (close-on-exec in the parent, so no other child gets it) */
+		if (keep_fd >= 0 && fcntl(keep_fd, F_SETFD, 0) < 0) {
 			_exit(127);
 		}
 		execve(argv[0], argv, envp);

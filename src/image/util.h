@@ -63,6 +63,10 @@ _wur_ int image_run(char *const argv[], char *const envp[], const char *cwd, str
 _wur_ int image_run_timed(char *const argv[], char *const envp[], const char *cwd, struct buf *out, struct buf *err,
 			  unsigned timeout_s);
 
+/* image_run_timed, and the child keeps keep_fd (> 2, else -EINVAL) open across its exec, at the same number. */
+_wur_ int image_run_keep_fd(char *const argv[], char *const envp[], const char *cwd, struct buf *out, struct buf *err,
+			    unsigned timeout_s, int keep_fd);
+
 /* Remove name beneath dirfd and everything below it, never following a symlink. ENOENT is success. */
 _wur_ int image_rm_rf_at(int dirfd, const char *name);
 

@@ -377,13 +377,28 @@ static void diag_from_stderr(const struct buf *err, int r, struct image_diag *di
 	image_diag_set(diag, "the workspace builder failed: %s", log_quote(p, n, q));
 }
 
-static int run_child(const char *exe, const char *dir, const char *out, struct buf *so, struct buf *se,
-		     struct image_diag *diag)
+#define WS_EXTRA_MAX 40 /* extra arguments: --secrets-fd N and 16 --secret NAME:LEN */
+
+static int run_child(const char *exe, const char *dir, const char *out, char *const *extra, int keep_fd, struct buf *so,
+		     struct buf *se, struct image_diag *diag)
 {
-	char *argv[] = { (char *)exe, "workspace", "build", "--json",	 "--quiet",
-			 "-o",	      (char *)out, "--",    (char *)dir, NULL };
+	char *argv[9 + WS_EXTRA_MAX + 1] = {
+		(char *)exe, "workspace", "build", "--json", "--quiet", "-o", (char *)out
+	};
 	char *envp[] = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", NULL };
-	int r = image_run_timed(argv, envp, NULL, so, se, WORKSPACE_BUILD_TIMEOUT_S);
+	size_t k = 7;
+	int r;
+
+	for (size_t i = 0; extra && extra[i]; i++) {
+		if (i >= WS_EXTRA_MAX) {
+			return -E2BIG;
+		}
+		argv[k++] = extra[i];
+	}
+	argv[k++] = "--";
+	argv[k++] = (char *)dir;
+	argv[k] = NULL;
+	r = image_run_keep_fd(argv, envp, NULL, so, se, WORKSPACE_BUILD_TIMEOUT_S, keep_fd);
 
 	if (r == -ETIME) {
 		/* the message docs/limits.md gives for WORKSPACE_BUILD_TIMEOUT_S */
@@ -407,6 +422,12 @@ static int run_child(const char *exe, const char *dir, const char *out, struct b
 int workspace_answer_exec(const char *exe, const char *dir, const char *out, struct workspace_answer *ret,
 			  struct image_diag *diag)
 {
+	return workspace_answer_exec_args(exe, dir, out, NULL, -1, ret, diag);
+}
+
+int workspace_answer_exec_args(const char *exe, const char *dir, const char *out, char *const *extra, int keep_fd,
+			       struct workspace_answer *ret, struct image_diag *diag)
+{
 	_cleanup_buf_ struct buf *so = NULL, *se = NULL;
 	struct workspace_answer a = { 0 };
 	int r;
@@ -417,7 +438,7 @@ int workspace_answer_exec(const char *exe, const char *dir, const char *out, str
 	if ((r = buf_new(WORKSPACE_ANSWER_MAX_BYTES, 0, &so)) < 0 || (r = buf_new(IMAGE_DIAG_MAX * 4, 0, &se)) < 0) {
 		return r;
 	}
-	r = run_child(exe, dir, out, so, se, diag);
+	r = run_child(exe, dir, out, extra, keep_fd, so, se, diag);
 	if (r < 0) {
 		return r;
 	}

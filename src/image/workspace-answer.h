@@ -96,4 +96,12 @@ _wur_ int workspace_answer_set_error(struct workspace_answer *a, const char *msg
 _wur_ int workspace_answer_exec(const char *exe, const char *dir, const char *out, struct workspace_answer *ret,
 				struct image_diag *diag);
 
+/*
+ * workspace_answer_exec with extra arguments before "--" (NULL-terminated,
+ * may be NULL; at most 40) and one fd the child keeps (-1: none): the
+ * workspace check's `--secrets-fd N --secret NAME:LEN ...` (workspace.h).
+ */
+_wur_ int workspace_answer_exec_args(const char *exe, const char *dir, const char *out, char *const *extra, int keep_fd,
+				     struct workspace_answer *ret, struct image_diag *diag);
+
 #endif

@@ -269,6 +269,79 @@ static bool ws_meta_cb(void *ud, const char *rel, struct flatten_meta *ret)
 	return true;
 }
 
+/* ---- the workspace check: secret values in paths, symlink targets and content ---- */
+
+#define WS_SCAN_TAIL 4095 /* the longest value (4096) less one: what a match across reads can have seen already */
+
+/* The secret whose value p[0..n) holds, or NULL. */
+static const struct workspace_secret *ws_secret_in(const struct workspace_opts *o, const void *p, size_t n)
+{
+	for (size_t i = 0; i < o->n_secrets; i++) {
+		const struct workspace_secret *x = &o->secrets[i];
+		if (x->len && n >= x->len && memmem(p, n, x->value, x->len)) {
+			return x;
+		}
+	}
+	return NULL;
+}
+
+/* A file's content as it streams by: the last bytes of the previous reads are kept for a match across them. */
+struct ws_scan {
+	uint8_t tail[WS_SCAN_TAIL];
+	size_t tail_len;
+	uint8_t win[2 * WS_SCAN_TAIL];
+};
+
+static const struct workspace_secret *ws_scan_feed(const struct workspace_opts *o, struct ws_scan *sc, const uint8_t *p,
+						   size_t n)
+{
+	const struct workspace_secret *hit;
+	size_t head = MIN(n, (size_t)WS_SCAN_TAIL), keep;
+
+	if (o->n_secrets == 0 || n == 0) {
+		return NULL;
+	}
+	/* across the boundary: the tail, then the chunk's first bytes */
+	memcpy(sc->win, sc->tail, sc->tail_len);
+	memcpy(sc->win + sc->tail_len, p, head);
+	hit = ws_secret_in(o, sc->win, sc->tail_len + head);
+	if (!hit) {
+		hit = ws_secret_in(o, p, n);
+	}
+	/* the new tail: the last WS_SCAN_TAIL bytes of tail + chunk */
+	if (n >= WS_SCAN_TAIL) {
+		memcpy(sc->tail, p + n - WS_SCAN_TAIL, WS_SCAN_TAIL);
+		sc->tail_len = WS_SCAN_TAIL;
+	} else {
+		keep = MIN(sc->tail_len, (size_t)WS_SCAN_TAIL - n);
+		memmove(sc->tail, sc->tail + sc->tail_len - keep, keep);
+		memcpy(sc->tail + keep, p, n);
+		sc->tail_len = keep + n;
+	}
+	return hit;
+}
+
+static int ws_secret_refuse(const struct workspace_opts *o, const char *rel, const struct workspace_secret *x)
+{
+	char q[LOG_QUOTE_BUFSIZE];
+
+	if (rel) {
+		image_diag_set(o->diag,
+			       "workspace file %s holds the value of secret %s (rule " WORKSPACE_SECRET_RULE
+			       "); remove it from the checkout (or make git ignore it), or bind another secret",
+			       log_quote(rel, strlen(rel), q), x->name);
+	} else {
+		image_diag_set(o->diag,
+			       "a workspace path holds the value of secret %s (rule " WORKSPACE_SECRET_RULE
+			       "); rename it, or make git ignore it",
+			       x->name);
+	}
+	if (o->ret_rule) {
+		*o->ret_rule = WORKSPACE_SECRET_RULE;
+	}
+	return -EACCES;
+}
+
 /* The parents of rel beneath stagefd, not rel itself. */
 static int mkparents(int stagefd, const char *rel)
 {
@@ -295,6 +368,8 @@ static int copy_one(const struct workspace_opts *o, int srcfd, int stagefd, cons
 	/* an .asc file is copied unless it holds a private key block (a public key may stay) */
 	bool asc = ends_with(base, strlen(base), ".asc");
 	struct pgp_scan pgp = { 0 };
+	const struct workspace_secret *hit;
+	_cleanup_free_ struct ws_scan *scan = NULL;
 	uint64_t copied = 0;
 	struct stat s;
 	int r;
@@ -324,6 +399,9 @@ static int copy_one(const struct workspace_opts *o, int srcfd, int stagefd, cons
 			return 0;
 		}
 		target[n] = '\0';
+		if ((hit = ws_secret_in(o, target, (size_t)n))) {
+			return ws_secret_refuse(o, rel, hit);
+		}
 		why = workspace_link_rule(rel, target);
 		if (why) {
 			notice(o, rel, why);
@@ -367,6 +445,9 @@ static int copy_one(const struct workspace_opts *o, int srcfd, int stagefd, cons
 	if (fchmod(out, (s.st_mode & S_IXUSR) ? 0755 : 0644) < 0) {
 		return negative_errno();
 	}
+	if (o->n_secrets && !(scan = calloc(1, sizeof(*scan)))) {
+		return -ENOMEM;
+	}
 	for (;;) {
 		uint8_t tmp[65536];
 		ssize_t n = RETRY_EINTR(read(in, tmp, sizeof(tmp)));
@@ -378,6 +459,9 @@ static int copy_one(const struct workspace_opts *o, int srcfd, int stagefd, cons
 		}
 		if (asc) {
 			pgp_scan_feed(&pgp, tmp, (size_t)n);
+		}
+		if (scan && (hit = ws_scan_feed(o, scan, tmp, (size_t)n))) {
+			return ws_secret_refuse(o, rel, hit);
 		}
 		copied += (uint64_t)n;
 		st->bytes += (uint64_t)n;
@@ -560,6 +644,11 @@ int workspace_build(const struct workspace_opts *o, struct workspace_stats *ret)
 		p += n + 1;
 		if (!rel) {
 			r = -ENOMEM;
+			goto out;
+		}
+		/* before anything names the path (a notice, the answer's left_out, the daemon's log) */
+		if (ws_secret_in(o, rel, n)) {
+			r = ws_secret_refuse(o, NULL, ws_secret_in(o, rel, n));
 			goto out;
 		}
 		if (++listed > max_files) {

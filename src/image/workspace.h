@@ -33,6 +33,23 @@
 #define WORKSPACE_MAX_BYTES ((uint64_t)4 << 30) /* file bytes copied */
 #define WORKSPACE_MAX_LISTING ((size_t)64 << 20) /* git's output */
 
+/*
+ * The workspace check (issue 13): a secret's value must not reach the box
+ * through the workspace. Every listed path (before anything about it is said),
+ * every copied file's content (streamed: a value split across reads is found)
+ * and every symlink target is searched for each value as raw bytes; a match
+ * refuses the whole build (-EACCES, rule "secret-in-workspace") with
+ * "workspace file <path> holds the value of secret NAME" or, when the path
+ * itself holds it, "a workspace path holds the value of secret NAME". Never
+ * the value. Encoded forms are not looked for (docs/secrets.md).
+ */
+#define WORKSPACE_SECRET_RULE "secret-in-workspace"
+struct workspace_secret {
+	const char *name;
+	const uint8_t *value; /* len bytes (6..4096) */
+	size_t len;
+};
+
 struct workspace_opts {
 	const char *dir; /* the checkout */
 	const char *out; /* the ext4 to create (must not exist) */
@@ -45,6 +62,8 @@ struct workspace_opts {
 	struct image_diag *diag;
 	/* when a limit or rule refused the build, its name ("WORKSPACE_MAX_FILES") goes here (may be NULL) */
 	const char **ret_rule;
+	const struct workspace_secret *secrets; /* n_secrets values the workspace must not hold (may be NULL) */
+	size_t n_secrets;
 };
 
 struct workspace_stats {

@@ -41,6 +41,7 @@ struct agent_client {
 	char why[160]; /* the violation that killed the connection, for the record */
 	struct agent_msg cur; /* the last event's message (owns its strings) */
 	uint64_t bytes_in;
+	uint64_t clock_due_ms; /* agent_client_clock_tick: 0 = not sent yet */
 };
 
 static struct tracked *track_find(struct agent_client *c, uint32_t id)
@@ -243,6 +244,38 @@ int agent_client_stdin_close(struct agent_client *c, uint32_t id)
 		t->stdin_open = false;
 	}
 	return r;
+}
+
+int agent_client_clock(struct agent_client *c)
+{
+	struct agent_msg m = { .type = AGENT_MSG_CLOCK };
+	struct timespec ts;
+
+	if (c->dead) {
+		return c->dead;
+	}
+	/* Stamped as it is queued: the queue is written before the next guest frame is read. */
+	if (clock_gettime(CLOCK_REALTIME, &ts) < 0) {
+		return -errno;
+	}
+	m.clock_sec = (int64_t)ts.tv_sec;
+	m.clock_nsec = (int64_t)ts.tv_nsec;
+	return agent_msg_encode(&m, &c->out);
+}
+
+int agent_client_clock_tick(struct agent_client *c, uint64_t now_ms, uint64_t *ret_due_ms)
+{
+	int r;
+
+	if (c->clock_due_ms == 0 || now_ms >= c->clock_due_ms) {
+		r = agent_client_clock(c);
+		if (r < 0 && r != -E2BIG) {
+			return r;
+		}
+		c->clock_due_ms = r >= 0 ? now_ms + AGENT_CLOCK_INTERVAL_MS : now_ms + 1000;
+	}
+	*ret_due_ms = c->clock_due_ms;
+	return 0;
 }
 
 int agent_client_signal(struct agent_client *c, uint32_t id, int sig)

@@ -67,6 +67,15 @@ _wur_ int agent_client_stdin(struct agent_client *c, uint32_t id, const void *p,
 _wur_ int agent_client_stdin_close(struct agent_client *c, uint32_t id);
 _wur_ int agent_client_signal(struct agent_client *c, uint32_t id, int sig);
 _wur_ int agent_client_shutdown(struct agent_client *c);
+/* Queue AGENT_MSG_CLOCK with the host's CLOCK_REALTIME now: the guest sets its clock from it (no reply). */
+_wur_ int agent_client_clock(struct agent_client *c);
+/*
+ * The clock's timer: when now_ms (CLOCK_MONOTONIC ms) reached the due time
+ * (at once on the first call), queue AGENT_MSG_CLOCK and set the next due
+ * time AGENT_CLOCK_INTERVAL_MS later. *ret_due_ms: when to call again. A
+ * CLOCK that finds the queue full is tried again a second later.
+ */
+_wur_ int agent_client_clock_tick(struct agent_client *c, uint64_t now_ms, uint64_t *ret_due_ms);
 
 /*
  * Write queued requests without waiting: 0 when all are out, 1 when some

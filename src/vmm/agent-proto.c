@@ -31,6 +31,7 @@ bool agent_msg_from_host(uint8_t type)
 	case AGENT_MSG_SIGNAL:
 	case AGENT_MSG_WINDOW:
 	case AGENT_MSG_SHUTDOWN:
+	case AGENT_MSG_CLOCK:
 		return true;
 	default:
 		return false;
@@ -204,6 +205,7 @@ static int decode_json(uint8_t type, const uint8_t *p, size_t n, struct agent_ms
 	static const char *const k_started[] = { "id", "pid", NULL };
 	static const char *const k_exit[] = { "id", "code", "signal", NULL };
 	static const char *const k_err[] = { "id", "code", "message", NULL };
+	static const char *const k_clock[] = { "sec", "nsec", NULL };
 	struct json_opts opts = JSON_OPTS_DEFAULT;
 	_cleanup_json_ json_t *o = NULL;
 	int64_t a, b;
@@ -284,6 +286,19 @@ static int decode_json(uint8_t type, const uint8_t *p, size_t n, struct agent_ms
 			return 0;
 		}
 		return -EBADMSG;
+	case AGENT_MSG_CLOCK:
+		r = json_only_keys(o, k_clock);
+		if (r >= 0) {
+			r = json_get_int(o, "sec", &m->clock_sec);
+		}
+		if (r >= 0) {
+			r = json_get_int(o, "nsec", &m->clock_nsec);
+		}
+		if (r >= 0 && (m->clock_sec < 0 || m->clock_sec > AGENT_MAX_CLOCK_SEC || m->clock_nsec < 0 ||
+			       m->clock_nsec > 999999999)) {
+			r = -EBADMSG;
+		}
+		return r;
 	case AGENT_MSG_ERROR:
 		r = json_only_keys(o, k_err);
 		if (r >= 0) {
@@ -458,6 +473,16 @@ int agent_msg_encode(const struct agent_msg *m, struct buf *out)
 			r = !exit_status_valid(&m->exit)       ? -EINVAL
 			    : m->exit.kind == EXIT_KIND_EXITED ? proto_set_int(o, "code", m->exit.value)
 							       : proto_set_int(o, "signal", m->exit.value);
+		}
+		break;
+	case AGENT_MSG_CLOCK:
+		if (m->clock_sec < 0 || m->clock_sec > AGENT_MAX_CLOCK_SEC || m->clock_nsec < 0 ||
+		    m->clock_nsec > 999999999) {
+			return -EINVAL;
+		}
+		r = proto_set_int(o, "sec", m->clock_sec);
+		if (r >= 0) {
+			r = proto_set_int(o, "nsec", m->clock_nsec);
 		}
 		break;
 	case AGENT_MSG_ERROR:

@@ -33,6 +33,7 @@ enum agent_msg_type {
 	AGENT_MSG_SIGNAL = 0x04, /* {"id","signal"} */
 	AGENT_MSG_WINDOW = 0x05, /* {"id","bytes"}: output credit returned */
 	AGENT_MSG_SHUTDOWN = 0x06, /* {} */
+	AGENT_MSG_CLOCK = 0x07, /* {"sec","nsec"}: the host's CLOCK_REALTIME; no reply */
 	/* guest -> host */
 	AGENT_MSG_PONG = 0x81, /* {"id"} */
 	AGENT_MSG_STARTED = 0x82, /* {"id","pid"} */
@@ -59,6 +60,8 @@ enum agent_msg_type {
 #define AGENT_OUT_WINDOW ((uint64_t)1 << 20) /* stdout+stderr credit per exec */
 #define AGENT_STDIN_WINDOW ((uint64_t)256 * 1024) /* stdin credit per exec */
 #define AGENT_MAX_WINDOW_RETURN ((int64_t)1 << 30)
+#define AGENT_MAX_CLOCK_SEC ((int64_t)1 << 40) /* CLOCK's "sec": past any real date, within time_t */
+#define AGENT_CLOCK_INTERVAL_MS 60000 /* the host sends CLOCK after ready and then this often */
 
 /* Error codes in AGENT_MSG_ERROR's "code" (a closed set). */
 #define AGENT_ERR_BUSY "busy" /* AGENT_MAX_EXECS already running */
@@ -81,6 +84,9 @@ struct agent_msg {
 	/* EXIT: {"code"} or {"signal"}, never both */
 	struct exit_status exit;
 	int64_t bytes;
+	/* CLOCK: 0..AGENT_MAX_CLOCK_SEC, 0..999999999 */
+	int64_t clock_sec;
+	int64_t clock_nsec;
 	/* ERROR */
 	char *err_code;
 	char *message;

@@ -15,6 +15,7 @@ void boot_config_release(struct boot_config *c)
 	free(c->box_id);
 	free(c->hostname);
 	strv_free(c->env);
+	free(c->ca_pem);
 	*c = (struct boot_config){ 0 };
 }
 
@@ -36,6 +37,29 @@ static bool valid_name(const char *s, size_t max, bool allow_dot_underscore)
 	return true;
 }
 
+#define PEM_BEGIN "-----BEGIN CERTIFICATE-----\n"
+#define PEM_END "-----END CERTIFICATE-----"
+
+/* A PEM certificate text: the guest writes it into the box's trust files as it is. */
+static bool valid_ca_pem(const char *s)
+{
+	size_t n = strlen(s), bl = strlen(PEM_BEGIN), el = strlen(PEM_END);
+
+	if (n > BOOT_MAX_CA_PEM || n < bl + el) {
+		return false;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] != '\n' && (s[i] < 0x20 || s[i] > 0x7e)) {
+			return false;
+		}
+	}
+	if (s[n - 1] == '\n') {
+		n--;
+	}
+	return memcmp(s, PEM_BEGIN, bl) == 0 && n >= bl + el && memcmp(s + n - el, PEM_END, el) == 0 &&
+	       s[n - el - 1] == '\n';
+}
+
 static bool values_valid(const struct boot_config *c)
 {
 	return c->clock_sec >= 0 && c->clock_nsec >= 0 && c->clock_nsec <= 999999999 && c->vcpus >= 1 &&
@@ -45,7 +69,7 @@ static bool values_valid(const struct boot_config *c)
 int boot_config_decode(const uint8_t *p, size_t n, struct boot_config *ret)
 {
 	static const char *const keys[] = { "box_id", "hostname", "env",     "clock_sec", "clock_nsec",
-					    "vcpus",  "mem_mib",  "entropy", NULL };
+					    "vcpus",  "mem_mib",  "entropy", "ca_pem",	  NULL };
 	struct json_opts opts = JSON_OPTS_DEFAULT;
 	_cleanup_json_ json_t *o = NULL;
 	struct boot_config c = { 0 };
@@ -101,6 +125,17 @@ int boot_config_decode(const uint8_t *p, size_t n, struct boot_config *ret)
 			}
 		}
 	}
+	if (r >= 0) {
+		r = proto_get_string(o, "ca_pem", BOOT_MAX_CA_PEM, &c.ca_pem);
+		if (r == -ENOENT) {
+			r = 0;
+		} else if (r >= 0 && c.ca_pem[0] == '\0') {
+			free(c.ca_pem);
+			c.ca_pem = NULL;
+		} else if (r >= 0 && !valid_ca_pem(c.ca_pem)) {
+			r = -EBADMSG;
+		}
+	}
 	if (r >= 0 && !values_valid(&c)) {
 		r = -EBADMSG;
 	}
@@ -124,7 +159,7 @@ int boot_config_encode(const struct boot_config *c, struct buf *out)
 	/* The host never sends what the guest would refuse. */
 	if (!c->box_id || !valid_name(c->box_id, BOOT_MAX_BOX_ID, true) || !c->hostname ||
 	    !valid_name(c->hostname, BOOT_MAX_HOSTNAME, false) || c->envc > BOOT_MAX_ENV || (c->envc > 0 && !c->env) ||
-	    !values_valid(c)) {
+	    !values_valid(c) || (c->ca_pem && c->ca_pem[0] && !valid_ca_pem(c->ca_pem))) {
 		return -EINVAL;
 	}
 	r = proto_set_str(o, "box_id", c->box_id);
@@ -158,6 +193,10 @@ int boot_config_encode(const struct boot_config *c, struct buf *out)
 		if (a && json_object_set_new(o, "entropy", a) < 0 && r >= 0) {
 			r = -ENOMEM;
 		}
+	}
+	/* No CA: the member is left out (an old guest's closed key set would refuse it). */
+	if (r >= 0 && c->ca_pem && c->ca_pem[0]) {
+		r = proto_set_str(o, "ca_pem", c->ca_pem);
 	}
 	if (r < 0) {
 		return r;

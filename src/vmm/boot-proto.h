@@ -13,8 +13,8 @@
  * AGENT_MSG_BOOT_CONFIG, the guest acknowledges with AGENT_MSG_BOOT_ACK {}.
  *
  * The config is a strict JSON object with a closed key set, every member
- * required:
- *   {box_id, hostname, env[], clock_sec, clock_nsec, vcpus, mem_mib, entropy[8]}
+ * required but ca_pem:
+ *   {box_id, hostname, env[], clock_sec, clock_nsec, vcpus, mem_mib, entropy[8], ca_pem?}
  * Compiled into the host and the static guest; pure (no I/O, no logging).
  */
 
@@ -27,6 +27,7 @@
 #define BOOT_MIN_MEM_MIB 64
 #define BOOT_MAX_MEM_MIB (1 << 20)
 #define BOOT_ENTROPY_WORDS 8
+#define BOOT_MAX_CA_PEM (16u * 1024) /* ca_pem's bytes (= EGRESS_CA_PEM_MAX) */
 
 struct boot_config {
 	char *box_id; /* [A-Za-z0-9._-]{1,64} */
@@ -43,6 +44,13 @@ struct boot_config {
 	 * /dev/urandom or getrandom() reader stalls.
 	 */
 	uint32_t entropy[BOOT_ENTROPY_WORDS];
+	/*
+	 * The box's CA certificate (PEM: printable ASCII and newlines, from a
+	 * "-----BEGIN CERTIFICATE-----" line to an "-----END CERTIFICATE-----"
+	 * line), which the guest installs where the box's TLS clients look; NULL
+	 * when the box has none (the member absent, or "" on the wire).
+	 */
+	char *ca_pem;
 };
 
 /* Free what a decoded config owns; accepts a zeroed struct. */

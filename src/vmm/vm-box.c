@@ -285,6 +285,7 @@ int vm_box_boot(const struct vm_box_opts *o, struct vm_box **ret)
 		.env = o->env ? (char **)o->env : empty_env,
 		.vcpus = c.vcpus ? c.vcpus : VM_DEFAULT_VCPUS,
 		.mem_mib = c.mem_mib ? c.mem_mib : VM_DEFAULT_MEM_MIB,
+		.ca_pem = (char *)o->ca_pem,
 	};
 	for (char *const *e = bc.env; *e; e++) {
 		bc.envc++;

@@ -33,6 +33,7 @@ struct vm_box_opts {
 	const char *box_dir; /* NULL: a new private directory under /tmp, removed by vm_box_free */
 	const char *box_id; /* NULL: "box" */
 	char *const *env; /* the box environment, NULL-terminated or NULL */
+	const char *ca_pem; /* the box's CA certificate (PEM) for the guest to trust, or NULL */
 	const char *qemu; /* NULL: qemu-system-x86_64 from PATH */
 	const char *extra_cmdline; /* appended to the kernel command line (tkbox.trace=1) */
 	/*

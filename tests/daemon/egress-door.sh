@@ -78,5 +78,24 @@ while [ "$i" -le 64 ]; do
 	i=$((i + 1))
 done
 refuse "at most 64" "$@"
+# --egress-ca (issue 13): a readable PEM file whose every block is a certificate, at least one.
+: >"$work/ca-empty.pem"
+printf 'not a certificate\n' >"$work/ca-text.pem"
+refuse --egress-ca --egress-ca "$work/no-such.pem"
+refuse --egress-ca --egress-ca "$work/ca-empty.pem"
+refuse --egress-ca --egress-ca "$work/ca-text.pem"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$work/ca.key" -subj /CN=tkbox-test \
+	-days 1 -out "$work/ca.pem" >/dev/null 2>&1 || { echo "openssl could not make a test certificate" >&2; exit 1; }
+{ cat "$work/ca.pem"; printf -- '-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n'; } >"$work/ca-bad.pem"
+refuse --egress-ca --egress-ca "$work/ca-bad.pem"
 [ ! -e "$work/state" ] || { echo "a refused flag left a state directory" >&2; exit 1; }
+# A good file passes the check: the daemon goes on to its signer (none here) and says nothing of --egress-ca.
+rc=0
+timeout 60 "$build/tkbox-host" daemon --state-dir "$work/state2" --signer "$work/none.sock" --egress-ca "$work/ca.pem" \
+	>"$work/out" 2>"$work/err" || rc=$?
+if [ "$rc" -eq 0 ] || grep -q -- --egress-ca "$work/err"; then
+	echo "tkbox daemon --egress-ca with a good file: exit $rc:" >&2
+	cat "$work/err" >&2
+	exit 1
+fi
 echo "daemon flags: every invalid value refused"

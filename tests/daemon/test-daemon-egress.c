@@ -43,6 +43,7 @@ struct probe {
 	char message[SUPMSG_MAX_TEXT];
 	char url[EGRESS_URL_MAX];
 	bool plain;
+	bool inspect, model; /* what the last egress_dial said */
 	char events[4096];
 	json_t *last_record;
 	bool stopping;
@@ -109,7 +110,8 @@ static void op_refuse(void *box, int64_t conn, int status, const char *rule, con
 	(void)snprintf(p->message, sizeof(p->message), "%s", message);
 }
 
-static int op_dial(void *box, int64_t conn, const char *url, bool plain, int fd, void **ret_wait)
+static int op_dial(void *box, int64_t conn, const char *url, bool plain, bool inspect, bool model, int fd,
+		   void **ret_wait)
 {
 	struct probe *p = box;
 
@@ -117,6 +119,8 @@ static int op_dial(void *box, int64_t conn, const char *url, bool plain, int fd,
 	p->dials++;
 	(void)snprintf(p->url, sizeof(p->url), "%s", url);
 	p->plain = plain;
+	p->inspect = inspect;
+	p->model = model;
 	(void)close(fd);
 	*ret_wait = p;
 	return 0;
@@ -557,6 +561,8 @@ static void test_dial_and_complete(void **state)
 	assert_true(p.plain);
 	assert_true(c.decided);
 	assert_true(c.dialled);
+	assert_false(p.inspect); /* no inspection configured (c.insp NULL) */
+	assert_false(p.model);
 	assert_non_null(strstr(p.events, "egress.decided egress.done"));
 	afd = accept(lfd, NULL, NULL); /* the door's connection reached the origin */
 	assert_true(afd >= 0);
@@ -861,6 +867,140 @@ static void test_signer_ask_abandoned(void **state)
 	(void)close(lfd);
 }
 
+static bool strv_has(char *const *v, const char *s)
+{
+	for (; v && *v; v++) {
+		if (strcmp(*v, s) == 0) {
+			return true;
+		}
+	}
+	return false;
+}
+
+static size_t strv_count(char *const *v)
+{
+	size_t n = 0;
+
+	while (v && v[n]) {
+		n++;
+	}
+	return n;
+}
+
+static void strv_drop(char **v)
+{
+	for (size_t i = 0; v && v[i]; i++) {
+		free(v[i]);
+	}
+	free(v);
+}
+
+/*
+ * Model hosts (issue 13): the hosts the anthropic, openai and claude-code
+ * presets name, when the box's values use the preset or an allow entry
+ * that matches such a host; nothing else is one.
+ */
+static void test_model_hosts(void **state)
+{
+	char *anthropic[] = { "anthropic", NULL }, *claude[] = { "claude-code", "github", NULL };
+	char *entry[] = { "api.openai.com", "example.com", NULL }, *wild[] = { "*.anthropic.com", NULL };
+	char *none[] = { "github", "api.github.com", "example.com:443", NULL };
+	char **v = NULL;
+
+	(void)state;
+	assert_int_equal(egress_model_hosts(anthropic, &v), 0);
+	assert_int_equal(strv_count(v), 1);
+	assert_true(strv_has(v, "api.anthropic.com"));
+	strv_drop(v);
+	assert_int_equal(egress_model_hosts(claude, &v), 0);
+	assert_int_equal(strv_count(v), 2);
+	assert_true(strv_has(v, "api.anthropic.com"));
+	assert_true(strv_has(v, "statsig.anthropic.com"));
+	strv_drop(v);
+	/* An allow entry naming a host a model preset names. */
+	assert_int_equal(egress_model_hosts(entry, &v), 0);
+	assert_int_equal(strv_count(v), 1);
+	assert_true(strv_has(v, "api.openai.com"));
+	strv_drop(v);
+	assert_int_equal(egress_model_hosts(wild, &v), 0);
+	assert_int_equal(strv_count(v), 2);
+	strv_drop(v);
+	/* Other presets and entries: none (an empty array, not NULL). */
+	assert_int_equal(egress_model_hosts(none, &v), 0);
+	assert_non_null(v);
+	assert_int_equal(strv_count(v), 0);
+	strv_drop(v);
+	assert_int_equal(egress_model_hosts(NULL, &v), 0);
+	assert_int_equal(strv_count(v), 0);
+	strv_drop(v);
+}
+
+/*
+ * The door's inspect and model answers (what egress_dial carries): inspect
+ * only for https://host:443 in a box with a CA, and then only for a bound
+ * host, --inspect all, or a model host; model for a model host in any form.
+ * A secret's bound host alone is not a model host.
+ */
+static void test_inspect_decide(void **state)
+{
+	char *bound[] = { "api.github.com", "api.anthropic.com", NULL };
+	char *models[] = { "api.openai.com", NULL };
+	const struct egress_inspect_cfg with_ca = { .has_ca = true, .bound = bound, .model_hosts = models };
+	const struct egress_inspect_cfg no_ca = { .has_ca = false, .bound = bound, .model_hosts = models };
+	static const struct {
+		const char *entry, *host;
+		int port;
+		bool connect, inspect_all, ca;
+		bool inspect, model;
+	} cases[] = {
+		{ "api.github.com", "api.github.com", 443, true, false, true, true, false }, /* bound */
+		{ "api.github.com", "API.GitHub.com.", 443, true, false, true, true, false }, /* canonical form */
+		{ "api.github.com", "api.github.com", 80, false, false, true, false, false }, /* plain HTTP */
+		{ "api.github.com:443", "api.github.com", 443, true, false, true, false, false }, /* tcp:// */
+		{ "api.github.com", "api.github.com", 443, true, false, false, false, false }, /* no CA */
+		{ "api.anthropic.com", "api.anthropic.com", 443, true, false, true, true,
+		  false }, /* bound, no preset */
+		{ "example.com", "example.com", 443, true, false, true, false, false }, /* on the list only */
+		{ "example.com", "example.com", 443, true, true, true, true, false }, /* --inspect all */
+		{ "example.com", "example.com", 8443, true, true, true, false, false }, /* not 443 */
+		{ "api.openai.com", "api.openai.com", 443, true, false, true, true, true }, /* a model host */
+		{ "api.openai.com", "api.openai.com", 80, false, false, true, false, true }, /* model, plain HTTP */
+		{ "api.openai.com", "api.openai.com", 443, true, false, false, false, true }, /* model, no CA */
+	};
+	struct egress_host_addrs own = { .n = 1 };
+	char err[256];
+	bool model;
+
+	(void)state;
+	memset(&cfg, 0, sizeof(cfg));
+	assert_int_equal(egress_resolve_parse("api.github.com=192.0.2.10", &cfg, err, sizeof(err)), 0);
+	assert_int_equal(egress_resolve_parse("api.anthropic.com=192.0.2.11", &cfg, err, sizeof(err)), 0);
+	assert_int_equal(egress_resolve_parse("api.openai.com=192.0.2.12", &cfg, err, sizeof(err)), 0);
+	assert_int_equal(egress_resolve_parse("example.com=192.0.2.13", &cfg, err, sizeof(err)), 0);
+	assert_int_equal(egress_addr_parse_canonical("192.0.2.55", 10, &own.a[0]), 0);
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		struct egress_allow allow[1];
+		struct egress_policy pol;
+		const char *entries[] = { cases[i].entry, NULL };
+		struct probe p = { 0 };
+		struct egress_conn c;
+
+		policy_of(&pol, allow, entries, cases[i].inspect_all);
+		c = conn_of(&p, &pol, cases[i].host, cases[i].port, cases[i].connect);
+		c.insp = cases[i].ca ? &with_ca : &no_ca;
+		assert_int_equal(egress_door_check(&c, &own), 0);
+		if (c.inspect != cases[i].inspect || c.model != cases[i].model) {
+			fail_msg("case %zu %s %s:%d: inspect %d model %d", i, cases[i].entry, cases[i].host,
+				 cases[i].port, c.inspect, c.model);
+		}
+	}
+	/* No inspection configured: nothing is inspected, nothing is a model call. */
+	assert_false(egress_inspect_decide(NULL, true, "https://api.openai.com:443", "api.openai.com", &model));
+	assert_false(model);
+	assert_true(egress_inspect_decide(&with_ca, false, "https://api.openai.com:443", "api.openai.com", &model));
+	assert_true(model);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -876,6 +1016,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_offlist_approved),
 		cmocka_unit_test(test_signer_deny_long_reason),
 		cmocka_unit_test(test_signer_ask_abandoned),
+		cmocka_unit_test(test_model_hosts),
+		cmocka_unit_test(test_inspect_decide),
 	};
 	json_t *reply = NULL;
 	const char *s;

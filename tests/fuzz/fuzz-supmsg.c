@@ -10,7 +10,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-/* A decoded message re-encodes, and the encoding decodes to the same operation and exec. */
+/* A decoded message re-encodes, and the encoding decodes to the same operation, numbers and counts. */
 static void roundtrip(enum supmsg_dir dir, const struct supmsg *m)
 {
 	json_t *v = NULL;
@@ -23,7 +23,11 @@ static void roundtrip(enum supmsg_dir dir, const struct supmsg *m)
 	s = json_dumps(v, JSON_COMPACT);
 	if (!s || supmsg_decode(dir, (const uint8_t *)s, strlen(s), &m2) != 0 || m2.op != m->op || m2.exec != m->exec ||
 	    m2.conn != m->conn || m2.has_exit != m->has_exit || m2.exit.kind != m->exit.kind ||
-	    m2.exit.value != m->exit.value || m2.argc != m->argc || m2.envc != m->envc) {
+	    m2.exit.value != m->exit.value || m2.argc != m->argc || m2.envc != m->envc || m2.inspect != m->inspect ||
+	    m2.model_host != m->model_host || m2.ok != m->ok || m2.n_secrets != m->n_secrets || m2.n_ran != m->n_ran ||
+	    m2.n_trusted != m->n_trusted || m2.input_tokens != m->input_tokens ||
+	    m2.output_tokens != m->output_tokens || m2.clock_offset_ms != m->clock_offset_ms ||
+	    !m2.ca_key != !m->ca_key) {
 		abort();
 	}
 	supmsg_release(&m2);

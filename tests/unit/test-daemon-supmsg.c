@@ -409,7 +409,9 @@ static void test_egress_closed(void **state)
 		char url[SUPMSG_MAX_URL + 2];
 		memset(url, 'a', sizeof(url));
 		url[SUPMSG_MAX_URL + (size_t)extra] = '\0';
-		(void)snprintf(big, sizeof(big), "{\"op\":\"egress_dial\",\"conn\":1,\"url\":\"%s\",\"plain\":false}",
+		(void)snprintf(big, sizeof(big),
+			       "{\"op\":\"egress_dial\",\"conn\":1,\"url\":\"%s\",\"plain\":false,\"inspect\":false,"
+			       "\"model\":false}",
 			       url);
 		assert_int_equal(decode(SUPMSG_TO_SUPERVISOR, big, &d), extra ? -E2BIG : 0);
 		if (!extra) {
@@ -503,13 +505,516 @@ static void test_egress_monitor(void **state)
 	assert_int_equal(receive(&mon, "{\"op\":\"egress_refused\",\"rule\":\"a\",\"message\":\"m\"}", &why), 0);
 }
 
+/* ---- issue 13: secrets, inspection, model calls, the self-test ---- */
+
+#define PH_GH "tkbox_GH_0123456789abcdef0123456789abcdef"
+#define PH_OA "tkbox_OPENAI_KEY_fedcba9876543210fedcba9876543210"
+#define CERT "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+#define KEY "-----BEGIN PRIVATE KEY-----\nMIGH\n-----END PRIVATE KEY-----\n"
+/* The same inside a JSON text. */
+#define CERT_J "-----BEGIN CERTIFICATE-----\\nMIIB\\n-----END CERTIFICATE-----\\n"
+#define KEY_J "-----BEGIN PRIVATE KEY-----\\nMIGH\\n-----END PRIVATE KEY-----\\n"
+#define SECRET_USE(c) "{\"op\":\"secret_use\",\"conn\":" #c ",\"secret\":\"GH\",\"host\":\"api.github.com\"}"
+#define MODEL_CALL(c)                                                                                                  \
+	"{\"op\":\"model_call\",\"conn\":" #c ",\"host\":\"api.anthropic.com\",\"method\":\"POST\",\"path\":\"/v1/"    \
+	"messages\",\"status\":200,\"bytes_up\":1,\"bytes_down\":2,\"duration_ms\":3}"
+#define SELFTEST "{\"op\":\"selftest\",\"ran\":[\"curl\"],\"trusted\":[\"curl\"],\"clock_offset_ms\":0}"
+
+static char *gh_hosts[] = { "api.github.com", "uploads.github.com", NULL };
+static char *oa_hosts[] = { "api.openai.com", NULL };
+static struct supmsg_secret two_secrets[] = {
+	{ .name = "GH", .placeholder = PH_GH, .header = "Authorization", .hosts = gh_hosts, .n_hosts = 2, .len = 40 },
+	{ .name = "OPENAI_KEY",
+	  .placeholder = PH_OA,
+	  .header = "x-api-key",
+	  .hosts = oa_hosts,
+	  .n_hosts = 1,
+	  .len = 6 },
+};
+
+/* Each new operation and member round-trips, in its direction only, with the fds it carries. */
+static void test_secrets_roundtrip(void **state)
+{
+	struct supmsg boot = boot_msg, dial = dial_msg, d;
+	struct supmsg secrets = { .op = SUPMSG_SECRETS, .secrets = two_secrets, .n_secrets = 2 };
+	struct supmsg use = { .op = SUPMSG_SECRET_USE, .conn = 7, .secret = "GH", .host = "api.github.com" };
+	struct supmsg ok = { .op = SUPMSG_SECRET_OK, .conn = 7, .ok = false, .message = "the signer is down" };
+	struct supmsg leak = { .op = SUPMSG_SECRET_LEAK,
+			       .conn = 0,
+			       .secret = "GH",
+			       .host = "evil.example",
+			       .reason = "header Authorization (raw)" };
+	struct supmsg call = { .op = SUPMSG_MODEL_CALL,
+			       .conn = 8,
+			       .host = "api.anthropic.com",
+			       .method = "POST",
+			       .path = "/v1/messages",
+			       .status = 200,
+			       .bytes_up = 310,
+			       .bytes_down = 912,
+			       .duration_ms = 840,
+			       .model = "claude-sonnet-4-5",
+			       .input_tokens = 12,
+			       .output_tokens = 0 };
+	char *ran[] = { "curl", "python3", "git", NULL }, *trusted[] = { "python3", NULL };
+	struct supmsg self = { .op = SUPMSG_SELFTEST,
+			       .ran = ran,
+			       .n_ran = 3,
+			       .trusted = trusted,
+			       .n_trusted = 1,
+			       .clock_offset_ms = -(INT64_C(1) << 53) + 1 };
+	char *s;
+	(void)state;
+
+	boot.ca_cert = CERT;
+	boot.ca_key = KEY;
+	boot.upstream_ca = "/etc/tkbox/extra.pem";
+	s = wire(&boot);
+	assert_int_equal(decode(SUPMSG_TO_SUPERVISOR, s, &d), 0);
+	assert_string_equal(d.ca_cert, CERT);
+	assert_string_equal(d.ca_key, KEY);
+	assert_string_equal(d.upstream_ca, "/etc/tkbox/extra.pem");
+	supmsg_release(&d);
+	free(s);
+	/* Without them: absent. */
+	s = wire(&boot_msg);
+	assert_null(strstr(s, "ca_"));
+	assert_null(strstr(s, "upstream_ca"));
+	free(s);
+
+	dial.inspect = true;
+	dial.model_host = true;
+	s = wire(&dial);
+	assert_non_null(strstr(s, "\"model\":true"));
+	assert_int_equal(decode(SUPMSG_TO_SUPERVISOR, s, &d), 0);
+	assert_true(d.inspect);
+	assert_true(d.model_host);
+	supmsg_release(&d);
+	free(s);
+
+	s = wire(&secrets);
+	assert_int_equal(decode(SUPMSG_TO_SUPERVISOR, s, &d), 0);
+	assert_int_equal(decode(SUPMSG_TO_DAEMON, s, &(struct supmsg){ 0 }), -EPROTO);
+	assert_int_equal(supmsg_fds(&d), 1);
+	assert_int_equal(d.n_secrets, 2);
+	assert_string_equal(d.secrets[0].name, "GH");
+	assert_string_equal(d.secrets[0].placeholder, PH_GH);
+	assert_string_equal(d.secrets[0].header, "Authorization");
+	assert_int_equal(d.secrets[0].n_hosts, 2);
+	assert_string_equal(d.secrets[0].hosts[1], "uploads.github.com");
+	assert_null(d.secrets[0].hosts[2]);
+	assert_int_equal(d.secrets[0].len, 40);
+	assert_string_equal(d.secrets[1].header, "x-api-key");
+	assert_int_equal(d.secrets[1].len, 6);
+	supmsg_release(&d);
+	free(s);
+	/* A box with a CA and no secret still gets the message (empty). */
+	secrets.n_secrets = 0;
+	secrets.secrets = NULL;
+	s = wire(&secrets);
+	assert_string_equal(s, "{\"op\":\"secrets\",\"secrets\":[]}");
+	assert_int_equal(decode(SUPMSG_TO_SUPERVISOR, s, &d), 0);
+	assert_int_equal(d.n_secrets, 0);
+	supmsg_release(&d);
+	free(s);
+
+	s = wire(&use);
+	assert_int_equal(decode(SUPMSG_TO_DAEMON, s, &d), 0);
+	assert_int_equal(decode(SUPMSG_TO_SUPERVISOR, s, &(struct supmsg){ 0 }), -EPROTO);
+	assert_int_equal(d.conn, 7);
+	assert_string_equal(d.secret, "GH");
+	assert_string_equal(d.host, "api.github.com");
+	assert_int_equal(supmsg_fds(&d), 0);
+	supmsg_release(&d);
+	free(s);
+
+	s = wire(&ok);
+	assert_int_equal(decode(SUPMSG_TO_SUPERVISOR, s, &d), 0);
+	assert_false(d.ok);
+	assert_string_equal(d.message, "the signer is down");
+	supmsg_release(&d);
+	free(s);
+	ok.ok = true;
+	ok.message = NULL;
+	s = wire(&ok);
+	assert_int_equal(decode(SUPMSG_TO_SUPERVISOR, s, &d), 0);
+	assert_true(d.ok);
+	assert_null(d.message);
+	supmsg_release(&d);
+	free(s);
+
+	s = wire(&leak);
+	assert_int_equal(decode(SUPMSG_TO_DAEMON, s, &d), 0);
+	assert_int_equal(d.conn, 0);
+	assert_string_equal(d.reason, "header Authorization (raw)");
+	supmsg_release(&d);
+	free(s);
+
+	s = wire(&call);
+	assert_int_equal(decode(SUPMSG_TO_DAEMON, s, &d), 0);
+	assert_string_equal(d.method, "POST");
+	assert_string_equal(d.path, "/v1/messages");
+	assert_int_equal(d.status, 200);
+	assert_int_equal(d.bytes_down, 912);
+	assert_string_equal(d.model, "claude-sonnet-4-5");
+	assert_int_equal(d.input_tokens, 12);
+	assert_int_equal(d.output_tokens, 0);
+	supmsg_release(&d);
+	free(s);
+	/* Without the provider's words: absent, and -1 after decoding. */
+	call.model = NULL;
+	call.input_tokens = -1;
+	call.output_tokens = -1;
+	s = wire(&call);
+	assert_null(strstr(s, "tokens"));
+	assert_int_equal(decode(SUPMSG_TO_DAEMON, s, &d), 0);
+	assert_null(d.model);
+	assert_int_equal(d.input_tokens, -1);
+	assert_int_equal(d.output_tokens, -1);
+	supmsg_release(&d);
+	free(s);
+
+	s = wire(&self);
+	assert_int_equal(decode(SUPMSG_TO_DAEMON, s, &d), 0);
+	assert_int_equal(d.n_ran, 3);
+	assert_string_equal(d.ran[2], "git");
+	assert_int_equal(d.n_trusted, 1);
+	assert_string_equal(d.trusted[0], "python3");
+	assert_int_equal(d.clock_offset_ms, -(INT64_C(1) << 53) + 1);
+	supmsg_release(&d);
+	free(s);
+}
+
+/* Closed key sets, shapes and ranges of the new operations: each member one past its rule. */
+static void test_secrets_closed(void **state)
+{
+	static const char *const to_daemon[] = {
+		/* secret_use */
+		"{\"op\":\"secret_use\",\"conn\":1,\"secret\":\"GH\",\"host\":\"a\",\"x\":1}",
+		"{\"op\":\"secret_use\",\"conn\":0,\"secret\":\"GH\",\"host\":\"a\"}",
+		"{\"op\":\"secret_use\",\"conn\":1,\"secret\":\"gh\",\"host\":\"a\"}",
+		"{\"op\":\"secret_use\",\"conn\":1,\"secret\":\"1GH\",\"host\":\"a\"}",
+		"{\"op\":\"secret_use\",\"conn\":1,\"secret\":\"\",\"host\":\"a\"}",
+		"{\"op\":\"secret_use\",\"conn\":1,\"secret\":\"GH\",\"host\":\"a b\"}",
+		"{\"op\":\"secret_use\",\"conn\":1,\"secret\":\"GH\"}",
+		"{\"op\":\"secret_use\",\"conn\":1,\"secret\":\"GH\",\"host\":\"a\",\"reason\":\"r\"}",
+		/* secret_leak */
+		"{\"op\":\"secret_leak\",\"conn\":-1,\"secret\":\"GH\",\"host\":\"a\",\"reason\":\"r\"}",
+		"{\"op\":\"secret_leak\",\"conn\":0,\"secret\":\"GH\",\"host\":\"a\"}",
+		"{\"op\":\"secret_leak\",\"conn\":0,\"secret\":\"GH\",\"host\":\"a\",\"reason\":\"\"}",
+		"{\"op\":\"secret_leak\",\"conn\":0,\"secret\":\"GH\",\"host\":\"a\",\"reason\":\"a\\nb\"}",
+		"{\"op\":\"secret_leak\",\"conn\":0,\"secret\":\"GH\",\"host\":\"a\",\"reason\":\"r\",\"value\":\"v\"}",
+		/* model_call */
+		"{\"op\":\"model_call\",\"conn\":1,\"host\":\"a\",\"method\":\"POST\",\"path\":\"/\",\"status\":99,"
+		"\"bytes_up\":0,\"bytes_down\":0,\"duration_ms\":0}",
+		"{\"op\":\"model_call\",\"conn\":1,\"host\":\"a\",\"method\":\"POST\",\"path\":\"/\",\"status\":600,"
+		"\"bytes_up\":0,\"bytes_down\":0,\"duration_ms\":0}",
+		"{\"op\":\"model_call\",\"conn\":1,\"host\":\"a\",\"method\":\"PO ST\",\"path\":\"/\",\"status\":200,"
+		"\"bytes_up\":0,\"bytes_down\":0,\"duration_ms\":0}",
+		"{\"op\":\"model_call\",\"conn\":1,\"host\":\"a\",\"method\":\"POST\",\"path\":\"v1\",\"status\":200,"
+		"\"bytes_up\":0,\"bytes_down\":0,\"duration_ms\":0}",
+		"{\"op\":\"model_call\",\"conn\":1,\"host\":\"a\",\"method\":\"POST\",\"path\":\"/\\r\",\"status\":200,"
+		"\"bytes_up\":0,\"bytes_down\":0,\"duration_ms\":0}",
+		"{\"op\":\"model_call\",\"conn\":1,\"host\":\"a\",\"method\":\"POST\",\"path\":\"/\",\"status\":200,"
+		"\"bytes_up\":-1,\"bytes_down\":0,\"duration_ms\":0}",
+		"{\"op\":\"model_call\",\"conn\":1,\"host\":\"a\",\"method\":\"POST\",\"path\":\"/\",\"status\":200,"
+		"\"bytes_up\":0,\"bytes_down\":0,\"duration_ms\":0,\"input_tokens\":-1}",
+		"{\"op\":\"model_call\",\"conn\":1,\"host\":\"a\",\"method\":\"POST\",\"path\":\"/\",\"status\":200,"
+		"\"bytes_up\":0,\"bytes_down\":0,\"duration_ms\":0,\"model\":\"\"}",
+		"{\"op\":\"model_call\",\"conn\":1,\"host\":\"a\",\"method\":\"POST\",\"path\":\"/\",\"status\":200,"
+		"\"bytes_up\":0,\"bytes_down\":0,\"duration_ms\":0,\"prompt\":\"p\"}",
+		"{\"op\":\"model_call\",\"conn\":0,\"host\":\"a\",\"method\":\"POST\",\"path\":\"/\",\"status\":200,"
+		"\"bytes_up\":0,\"bytes_down\":0,\"duration_ms\":0}",
+		"{\"op\":\"model_call\",\"conn\":1,\"host\":\"a\",\"method\":\"POST\",\"path\":\"/\",\"status\":200,"
+		"\"bytes_up\":0,\"bytes_down\":0}",
+		/* selftest */
+		"{\"op\":\"selftest\",\"ran\":[\"Curl\"],\"trusted\":[],\"clock_offset_ms\":0}",
+		"{\"op\":\"selftest\",\"ran\":[\"\"],\"trusted\":[],\"clock_offset_ms\":0}",
+		"{\"op\":\"selftest\",\"ran\":[\"abcdefghijklmnopq\"],\"trusted\":[],\"clock_offset_ms\":0}",
+		"{\"op\":\"selftest\",\"ran\":[\"curl\",\"curl\"],\"trusted\":[],\"clock_offset_ms\":0}",
+		"{\"op\":\"selftest\",\"ran\":[],\"trusted\":[\"cu rl\"],\"clock_offset_ms\":0}",
+		"{\"op\":\"selftest\",\"ran\":[],\"trusted\":[]}",
+		"{\"op\":\"selftest\",\"ran\":[],\"trusted\":[],\"clock_offset_ms\":0.5}",
+		"{\"op\":\"selftest\",\"ran\":[],\"clock_offset_ms\":0}",
+		"{\"op\":\"selftest\",\"ran\":[],\"trusted\":[],\"clock_offset_ms\":0,\"x\":1}",
+	};
+	static const char *const to_sup[] = {
+		/* egress_dial: the new members are required, and an inspected tunnel is TLS */
+		"{\"op\":\"egress_dial\",\"conn\":1,\"url\":\"https://a:443\",\"plain\":false}",
+		"{\"op\":\"egress_dial\",\"conn\":1,\"url\":\"https://a:443\",\"plain\":false,\"inspect\":false}",
+		"{\"op\":\"egress_dial\",\"conn\":1,\"url\":\"https://"
+		"a:443\",\"plain\":false,\"inspect\":1,\"model\":false}",
+		"{\"op\":\"egress_dial\",\"conn\":1,\"url\":\"http://"
+		"a:80\",\"plain\":false,\"inspect\":true,\"model\":false}",
+		"{\"op\":\"egress_dial\",\"conn\":1,\"url\":\"https://"
+		"a:443\",\"plain\":true,\"inspect\":true,\"model\":false}",
+		/* secret_ok */
+		"{\"op\":\"secret_ok\",\"conn\":1,\"ok\":\"yes\"}",
+		"{\"op\":\"secret_ok\",\"conn\":1}",
+		"{\"op\":\"secret_ok\",\"conn\":0,\"ok\":true}",
+		"{\"op\":\"secret_ok\",\"conn\":1,\"ok\":false,\"message\":\"\"}",
+		"{\"op\":\"secret_ok\",\"conn\":1,\"ok\":true,\"secret\":\"GH\"}",
+		/* secrets: the entry's shape */
+		"{\"op\":\"secrets\"}",
+		"{\"op\":\"secrets\",\"secrets\":{}}",
+		"{\"op\":\"secrets\",\"secrets\":[],\"x\":1}",
+		"{\"op\":\"secrets\",\"secrets\":[{\"name\":\"GH\",\"placeholder\":\"" PH_GH "\",\"header\":\"A\","
+		"\"hosts\":[\"a\"],\"len\":6,\"value\":\"abcdef\"}]}",
+		"{\"op\":\"secrets\",\"secrets\":[{\"name\":\"GH\",\"placeholder\":\"" PH_GH "\",\"header\":\"A\","
+		"\"hosts\":[\"a\"],\"len\":5}]}",
+		"{\"op\":\"secrets\",\"secrets\":[{\"name\":\"GH\",\"placeholder\":\"" PH_GH "\",\"header\":\"A\","
+		"\"hosts\":[\"a\"],\"len\":4097}]}",
+		"{\"op\":\"secrets\",\"secrets\":[{\"name\":\"GH\",\"placeholder\":\"" PH_GH "\",\"header\":\"A\","
+		"\"hosts\":[],\"len\":6}]}",
+		"{\"op\":\"secrets\",\"secrets\":[{\"name\":\"GH\",\"placeholder\":\"" PH_GH "\",\"header\":\"A\","
+		"\"hosts\":[\"a\",\"a\"],\"len\":6}]}",
+		"{\"op\":\"secrets\",\"secrets\":[{\"name\":\"GH\",\"placeholder\":\"" PH_GH "\",\"header\":\"A:\","
+		"\"hosts\":[\"a\"],\"len\":6}]}",
+		"{\"op\":\"secrets\",\"secrets\":[{\"name\":\"GH\",\"placeholder\":\"" PH_OA "\",\"header\":\"A\","
+		"\"hosts\":[\"a\"],\"len\":6}]}",
+		"{\"op\":\"secrets\",\"secrets\":[{\"name\":\"GH\",\"placeholder\":\"tkbox_GH_0123\",\"header\":\"A\","
+		"\"hosts\":[\"a\"],\"len\":6}]}",
+		"{\"op\":\"secrets\",\"secrets\":[{\"name\":\"GH\",\"placeholder\":\"tkbox_GH_"
+		"0123456789ABCDEF0123456789abcdef"
+		"\",\"header\":\"A\",\"hosts\":[\"a\"],\"len\":6}]}",
+		"{\"op\":\"secrets\",\"secrets\":[{\"name\":\"GH\",\"placeholder\":\"" PH_GH "\",\"header\":\"A\","
+		"\"hosts\":[\"a\"],\"len\":6},{\"name\":\"GH\",\"placeholder\":\"" PH_GH "\",\"header\":\"A\","
+		"\"hosts\":[\"b\"],\"len\":6}]}",
+		/* boot: the CA's two halves together, each a PEM block; the trust file absolute */
+		"{\"op\":\"boot\",\"box_id\":\"b1\",\"rootfs\":\"/r\",\"state_dir\":\"/s\",\"guest\":\"/"
+		"g\",\"accel\":\"auto\","
+		"\"vcpus\":1,\"mem_mib\":1,\"scratch_mib\":0,\"env\":[],\"lifetime_s\":0,\"ca_cert\":\"" CERT_J "\"}",
+		"{\"op\":\"boot\",\"box_id\":\"b1\",\"rootfs\":\"/r\",\"state_dir\":\"/s\",\"guest\":\"/"
+		"g\",\"accel\":\"auto\","
+		"\"vcpus\":1,\"mem_mib\":1,\"scratch_mib\":0,\"env\":[],\"lifetime_s\":0,\"ca_key\":\"" KEY_J "\"}",
+		"{\"op\":\"boot\",\"box_id\":\"b1\",\"rootfs\":\"/r\",\"state_dir\":\"/s\",\"guest\":\"/"
+		"g\",\"accel\":\"auto\","
+		"\"vcpus\":1,\"mem_mib\":1,\"scratch_mib\":0,\"env\":[],\"lifetime_s\":0,\"ca_cert\":\"" KEY_J
+		"\",\"ca_key\":\"" KEY_J "\"}",
+		"{\"op\":\"boot\",\"box_id\":\"b1\",\"rootfs\":\"/r\",\"state_dir\":\"/s\",\"guest\":\"/"
+		"g\",\"accel\":\"auto\","
+		"\"vcpus\":1,\"mem_mib\":1,\"scratch_mib\":0,\"env\":[],\"lifetime_s\":0,\"ca_cert\":\"" CERT_J
+		"\",\"ca_key\":\"" CERT_J "\"}",
+		"{\"op\":\"boot\",\"box_id\":\"b1\",\"rootfs\":\"/r\",\"state_dir\":\"/s\",\"guest\":\"/"
+		"g\",\"accel\":\"auto\","
+		"\"vcpus\":1,\"mem_mib\":1,\"scratch_mib\":0,\"env\":[],\"lifetime_s\":0,\"upstream_ca\":\"ca.pem\"}",
+	};
+	/* The lists above are each one change away from these, which pass. */
+	static const char *const good_daemon[] = {
+		SECRET_USE(1),
+		"{\"op\":\"secret_leak\",\"conn\":0,\"secret\":\"GH\",\"host\":\"a\",\"reason\":\"r\"}",
+		"{\"op\":\"model_call\",\"conn\":1,\"host\":\"a\",\"method\":\"POST\",\"path\":\"/\",\"status\":200,"
+		"\"bytes_up\":0,\"bytes_down\":0,\"duration_ms\":0,\"input_tokens\":0,\"model\":\"m\"}",
+		"{\"op\":\"selftest\",\"ran\":[\"curl\",\"abcdefghijklmnop\"],\"trusted\":[\"curl\"],"
+		"\"clock_offset_ms\":-5}",
+	};
+	static const char *const good_sup[] = {
+		"{\"op\":\"egress_dial\",\"conn\":1,\"url\":\"https://"
+		"a:443\",\"plain\":false,\"inspect\":true,\"model\":false}",
+		"{\"op\":\"secret_ok\",\"conn\":1,\"ok\":false,\"message\":\"m\"}",
+		"{\"op\":\"secrets\",\"secrets\":[{\"name\":\"GH\",\"placeholder\":\"" PH_GH "\",\"header\":\"A\","
+		"\"hosts\":[\"a\",\"b\"],\"len\":6},{\"name\":\"G\",\"placeholder\":\"tkbox_G_"
+		"0123456789abcdef0123456789abcdef\",\"header\":\"A\",\"hosts\":[\"b\"],\"len\":4096}]}",
+		"{\"op\":\"boot\",\"box_id\":\"b1\",\"rootfs\":\"/r\",\"state_dir\":\"/s\",\"guest\":\"/"
+		"g\",\"accel\":\"auto\","
+		"\"vcpus\":1,\"mem_mib\":1,\"scratch_mib\":0,\"env\":[],\"lifetime_s\":0,\"ca_cert\":\"" CERT_J
+		"\",\"ca_key\":\"" KEY_J "\",\"upstream_ca\":\"/ca.pem\"}",
+	};
+	char *big = malloc(SUPMSG_MAX_PEM * 2 + 4096), *pem = malloc(SUPMSG_MAX_PEM + 2);
+	char text[SUPMSG_MAX_HTTP_PATH + 2];
+	struct supmsg d, m;
+	json_t *v = NULL;
+	size_t off;
+	(void)state;
+
+	assert_non_null(big);
+	assert_non_null(pem);
+	for (size_t i = 0; i < ARRAY_SIZE(good_daemon); i++) {
+		assert_int_equal(decode(SUPMSG_TO_DAEMON, good_daemon[i], &d), 0);
+		supmsg_release(&d);
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(good_sup); i++) {
+		assert_int_equal(decode(SUPMSG_TO_SUPERVISOR, good_sup[i], &d), 0);
+		supmsg_release(&d);
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(to_daemon); i++) {
+		assert_int_not_equal(decode(SUPMSG_TO_DAEMON, to_daemon[i], &d), 0);
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(to_sup); i++) {
+		assert_int_not_equal(decode(SUPMSG_TO_SUPERVISOR, to_sup[i], &d), 0);
+	}
+	/* ca_cert: SUPMSG_MAX_PEM bytes pass, one more is past the cap. */
+	for (int extra = 0; extra < 2; extra++) {
+		off = (size_t)snprintf(pem, SUPMSG_MAX_PEM + 2, "-----BEGIN CERTIFICATE-----");
+		memset(pem + off, 'A', SUPMSG_MAX_PEM + 1 - off);
+		pem[SUPMSG_MAX_PEM + (size_t)extra] = '\0';
+		(void)snprintf(
+			big, SUPMSG_MAX_PEM * 2 + 4096,
+			"{\"op\":\"boot\",\"box_id\":\"b1\",\"rootfs\":\"/r\",\"state_dir\":\"/s\",\"guest\":\"/g\","
+			"\"accel\":\"auto\",\"vcpus\":1,\"mem_mib\":1,\"scratch_mib\":0,\"env\":[],"
+			"\"lifetime_s\":0,\"ca_cert\":\"%s\",\"ca_key\":\"%s\"}",
+			pem, KEY_J);
+		assert_int_equal(decode(SUPMSG_TO_SUPERVISOR, big, &d), extra ? -E2BIG : 0);
+		if (!extra) {
+			supmsg_release(&d);
+		}
+	}
+	/* secrets: SUPMSG_MAX_SECRETS entries pass, one more is past the cap; hosts the same. */
+	for (int extra = 0; extra < 2; extra++) {
+		off = (size_t)snprintf(big, 8192, "{\"op\":\"secrets\",\"secrets\":[");
+		for (int i = 0; i < SUPMSG_MAX_SECRETS + extra; i++) {
+			off += (size_t)snprintf(big + off, 8192 - off,
+						"%s{\"name\":\"S%02d\",\"placeholder\":\"tkbox_S%02d_"
+						"0123456789abcdef0123456789abcdef\",\"header\":\"A\",\"hosts\":[\"a\"],"
+						"\"len\":4096}",
+						i ? "," : "", i, i);
+		}
+		(void)snprintf(big + off, 8192 - off, "]}");
+		assert_int_equal(decode(SUPMSG_TO_SUPERVISOR, big, &d), extra ? -E2BIG : 0);
+		if (!extra) {
+			assert_int_equal(d.n_secrets, SUPMSG_MAX_SECRETS);
+			supmsg_release(&d);
+		}
+		off = (size_t)snprintf(big, 8192,
+				       "{\"op\":\"secrets\",\"secrets\":[{\"name\":\"GH\",\"placeholder\":\"" PH_GH
+				       "\",\"header\":\"A\",\"len\":6,\"hosts\":[");
+		for (int i = 0; i < SUPMSG_MAX_SECRET_HOSTS + extra; i++) {
+			off += (size_t)snprintf(big + off, 8192 - off, "%s\"h%d.example\"", i ? "," : "", i);
+		}
+		(void)snprintf(big + off, 8192 - off, "]}]}");
+		assert_int_equal(decode(SUPMSG_TO_SUPERVISOR, big, &d), extra ? -E2BIG : 0);
+		if (!extra) {
+			supmsg_release(&d);
+		}
+	}
+	/* model_call's path and model, selftest's lists: at the cap and one past it. */
+	for (int extra = 0; extra < 2; extra++) {
+		text[0] = '/';
+		memset(text + 1, 'p', sizeof(text) - 1);
+		text[SUPMSG_MAX_HTTP_PATH + (size_t)extra] = '\0';
+		(void)snprintf(big, 8192,
+			       "{\"op\":\"model_call\",\"conn\":1,\"host\":\"a\",\"method\":\"POST\",\"path\":\"%s\","
+			       "\"status\":200,\"bytes_up\":0,\"bytes_down\":0,\"duration_ms\":0}",
+			       text);
+		assert_int_equal(decode(SUPMSG_TO_DAEMON, big, &d), extra ? -E2BIG : 0);
+		if (!extra) {
+			supmsg_release(&d);
+		}
+		memset(text, 'm', sizeof(text));
+		text[SUPMSG_MAX_MODEL + (size_t)extra] = '\0';
+		(void)snprintf(big, 8192,
+			       "{\"op\":\"model_call\",\"conn\":1,\"host\":\"a\",\"method\":\"POST\",\"path\":\"/\","
+			       "\"status\":200,\"bytes_up\":0,\"bytes_down\":0,\"duration_ms\":0,\"model\":\"%s\"}",
+			       text);
+		assert_int_equal(decode(SUPMSG_TO_DAEMON, big, &d), extra ? -E2BIG : 0);
+		if (!extra) {
+			supmsg_release(&d);
+		}
+		off = (size_t)snprintf(big, 8192,
+				       "{\"op\":\"selftest\",\"trusted\":[],\"clock_offset_ms\":0,\"ran\":[");
+		for (int i = 0; i < SUPMSG_MAX_SELFTEST + extra; i++) {
+			off += (size_t)snprintf(big + off, 8192 - off, "%s\"c%d\"", i ? "," : "", i);
+		}
+		(void)snprintf(big + off, 8192 - off, "]}");
+		assert_int_equal(decode(SUPMSG_TO_DAEMON, big, &d), extra ? -E2BIG : 0);
+		if (!extra) {
+			supmsg_release(&d);
+		}
+	}
+	/* The encoder refuses what the decoder would. */
+	m = (struct supmsg){ .op = SUPMSG_SECRET_USE, .conn = 1, .secret = "gh", .host = "a" };
+	assert_int_equal(supmsg_encode(&m, &v), -EINVAL);
+	m = dial_msg;
+	m.inspect = true;
+	m.plain = true;
+	assert_int_equal(supmsg_encode(&m, &v), -EINVAL);
+	assert_null(v);
+	free(big);
+	free(pem);
+}
+
+/* The monitor's issue-13 rows: each refusal names its rule. */
+static void test_secrets_monitor(void **state)
+{
+	struct supmon mon;
+	struct supmsg dial = dial_msg, stop = { .op = SUPMSG_STOP };
+	struct supmsg secrets = { .op = SUPMSG_SECRETS, .secrets = two_secrets, .n_secrets = 2 };
+	struct supmsg ok = { .op = SUPMSG_SECRET_OK, .conn = 1, .ok = true };
+	const char *why = NULL;
+	(void)state;
+
+	supmon_init(&mon);
+	assert_int_equal(supmon_apply(&mon, SUPMSG_TO_SUPERVISOR, &secrets, &why), -EPROTO); /* before boot */
+	assert_non_null(strstr(why, "state"));
+	assert_int_equal(send(&mon, &boot_msg), 0);
+	assert_int_equal(receive(&mon, SELFTEST, &why), -EPROTO); /* booting */
+	assert_int_equal(receive(&mon, READY, &why), 0);
+	assert_int_equal(receive(&mon,
+				 "{\"op\":\"egress_open\",\"conn\":1,\"form\":\"connect\",\"host\":\"a\","
+				 "\"port\":443}",
+				 &why),
+			 0);
+	/* An inspected dial before the secrets: the supervisor would inspect without them. */
+	dial.inspect = true;
+	assert_int_equal(supmon_apply(&mon, SUPMSG_TO_SUPERVISOR, &dial, &why), -EPROTO);
+	assert_non_null(strstr(why, "before the secrets"));
+	assert_int_equal(supmon_apply(&mon, SUPMSG_TO_SUPERVISOR, &secrets, &why), 0);
+	assert_int_equal(supmon_apply(&mon, SUPMSG_TO_SUPERVISOR, &secrets, &why), -EPROTO);
+	assert_non_null(strstr(why, "second secrets"));
+	/* A use before the dial; a model call before the dial. */
+	assert_int_equal(receive(&mon, SECRET_USE(1), &why), -EPROTO);
+	assert_non_null(strstr(why, "not dialled"));
+	assert_int_equal(receive(&mon, MODEL_CALL(1), &why), -EPROTO);
+	assert_non_null(strstr(why, "not dialled"));
+	assert_int_equal(supmon_apply(&mon, SUPMSG_TO_SUPERVISOR, &dial, &why), 0);
+	/* An answer with nothing pending. */
+	assert_int_equal(supmon_apply(&mon, SUPMSG_TO_SUPERVISOR, &ok, &why), -EPROTO);
+	assert_non_null(strstr(why, "no secret_use pending"));
+	assert_int_equal(receive(&mon, SECRET_USE(1), &why), 0);
+	assert_int_equal(receive(&mon, SECRET_USE(1), &why), -EPROTO);
+	assert_non_null(strstr(why, "second secret_use"));
+	/* The conn's end waits for the answer (else the answer would cross a forgotten conn). */
+	assert_int_equal(receive(&mon,
+				 "{\"op\":\"egress_done\",\"conn\":1,\"bytes_up\":0,\"bytes_down\":0,"
+				 "\"duration_ms\":0}",
+				 &why),
+			 -EPROTO);
+	assert_non_null(strstr(why, "secret_ok"));
+	assert_int_equal(receive(&mon, MODEL_CALL(1), &why), 0);
+	assert_int_equal(receive(&mon, MODEL_CALL(2), &why), -EPROTO); /* never asked */
+	assert_int_equal(receive(&mon,
+				 "{\"op\":\"secret_leak\",\"conn\":0,\"secret\":\"GH\",\"host\":\"e\","
+				 "\"reason\":\"r\"}",
+				 &why),
+			 0);
+	assert_int_equal(receive(&mon, SELFTEST, &why), 0);
+	assert_int_equal(receive(&mon, SELFTEST, &why), -EPROTO);
+	assert_non_null(strstr(why, "second selftest"));
+	/* Stopping: the pending answer still goes, leaks and model calls still come, no new use. */
+	assert_int_equal(send(&mon, &stop), 0);
+	assert_int_equal(supmon_apply(&mon, SUPMSG_TO_SUPERVISOR, &ok, &why), 0);
+	assert_int_equal(receive(&mon, SECRET_USE(1), &why), -EPROTO);
+	assert_non_null(strstr(why, "state"));
+	assert_int_equal(receive(&mon, MODEL_CALL(1), &why), 0);
+	assert_int_equal(receive(&mon,
+				 "{\"op\":\"egress_done\",\"conn\":1,\"bytes_up\":0,\"bytes_down\":0,"
+				 "\"duration_ms\":0}",
+				 &why),
+			 0);
+	assert_int_equal(receive(&mon, MODEL_CALL(1), &why), -EPROTO); /* the conn ended */
+	assert_int_equal(receive(&mon, "{\"op\":\"stopped\",\"reason\":\"stop\"}", &why), 0);
+	assert_int_equal(supmon_apply(&mon, SUPMSG_TO_SUPERVISOR, &ok, &why), -EPROTO); /* over */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_roundtrip),     cmocka_unit_test(test_closed),
-		cmocka_unit_test(test_monitor_life),  cmocka_unit_test(test_monitor_refuses),
-		cmocka_unit_test(test_monitor_cap),   cmocka_unit_test(test_egress_roundtrip),
-		cmocka_unit_test(test_egress_closed), cmocka_unit_test(test_egress_monitor),
+		cmocka_unit_test(test_roundtrip),	  cmocka_unit_test(test_closed),
+		cmocka_unit_test(test_monitor_life),	  cmocka_unit_test(test_monitor_refuses),
+		cmocka_unit_test(test_monitor_cap),	  cmocka_unit_test(test_egress_roundtrip),
+		cmocka_unit_test(test_egress_closed),	  cmocka_unit_test(test_egress_monitor),
+		cmocka_unit_test(test_secrets_roundtrip), cmocka_unit_test(test_secrets_closed),
+		cmocka_unit_test(test_secrets_monitor),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -16,6 +16,7 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -533,13 +534,55 @@ static void test_flood_valid(void **state)
 	}
 }
 
+/* The host's clock for the guest: queued at once on the first tick, then every AGENT_CLOCK_INTERVAL_MS. */
+static void test_clock(void **state)
+{
+	struct pair p;
+	struct agent_event ev;
+	struct agent_msg m;
+	struct timespec before, after;
+	uint64_t due = 0;
+	int avail = 0;
+	(void)state;
+
+	pair_open(&p);
+	assert_int_equal(clock_gettime(CLOCK_REALTIME, &before), 0);
+	assert_int_equal(agent_client_clock_tick(p.c, 5000, &due), 0);
+	assert_int_equal(clock_gettime(CLOCK_REALTIME, &after), 0);
+	assert_int_equal(due, 5000 + AGENT_CLOCK_INTERVAL_MS);
+	/* Before the due time: nothing more is queued. */
+	assert_int_equal(agent_client_clock_tick(p.c, 5000 + AGENT_CLOCK_INTERVAL_MS - 1, &due), 0);
+	assert_int_equal(due, 5000 + AGENT_CLOCK_INTERVAL_MS);
+	assert_int_equal(agent_client_flush(p.c), 0);
+	guest_recv(&p, &m);
+	assert_int_equal(m.type, AGENT_MSG_CLOCK);
+	/* The host's CLOCK_REALTIME as it was queued. */
+	assert_true(m.clock_sec >= before.tv_sec && m.clock_sec <= after.tv_sec);
+	agent_msg_release(&m);
+	assert_int_equal(ioctl(p.guest, FIONREAD, &avail), 0);
+	assert_int_equal(avail, 0);
+	/* Due: one more, and the next due time moves on. */
+	assert_int_equal(agent_client_clock_tick(p.c, 5000 + AGENT_CLOCK_INTERVAL_MS, &due), 0);
+	assert_int_equal(due, 5000 + 2 * AGENT_CLOCK_INTERVAL_MS);
+	assert_int_equal(agent_client_next(p.c, 0, &ev), 0);
+	guest_recv(&p, &m);
+	assert_int_equal(m.type, AGENT_MSG_CLOCK);
+	agent_msg_release(&m);
+	/* No reply is expected: a guest that answers with a pong is still a liar. */
+	guest_send_json(&p, AGENT_MSG_PONG, "{\"id\":1}");
+	assert_int_equal(agent_client_next(p.c, 1000, &ev), -EPROTO);
+	/* A dead connection: the tick says so. */
+	assert_int_equal(agent_client_clock_tick(p.c, 10 * AGENT_CLOCK_INTERVAL_MS, &due), -EPROTO);
+	pair_close(&p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_exec_exchange), cmocka_unit_test(test_stdin_credit),
 		cmocka_unit_test(test_lies),	      cmocka_unit_test(test_flood_oversized),
 		cmocka_unit_test(test_flood_valid),   cmocka_unit_test(test_unsolicited),
-		cmocka_unit_test(test_fair_to_host),
+		cmocka_unit_test(test_fair_to_host),  cmocka_unit_test(test_clock),
 	};
 	(void)signal(SIGPIPE, SIG_IGN);
 	return cmocka_run_group_tests(tests, NULL, NULL);

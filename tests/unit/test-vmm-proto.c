@@ -331,13 +331,172 @@ static void test_boot_config(void **state)
 	buf_release(&b);
 }
 
+/* The host's clock for the guest: {"sec","nsec"}, closed keys, in range, no reply. */
+static void test_clock(void **state)
+{
+	struct agent_msg c = { .type = AGENT_MSG_CLOCK, .clock_sec = 1764670000, .clock_nsec = 999999999 };
+	struct agent_msg m;
+	struct buf b;
+	(void)state;
+
+	assert_true(agent_msg_from_host(AGENT_MSG_CLOCK));
+	assert_false(agent_msg_from_guest(AGENT_MSG_CLOCK));
+	assert_int_equal(buf_init(&b, 4096, 0), 0);
+	assert_int_equal(agent_msg_encode(&c, &b), 0);
+	assert_int_equal(decode_buf(&b, &m), 0);
+	assert_int_equal(m.type, AGENT_MSG_CLOCK);
+	assert_int_equal(m.clock_sec, 1764670000);
+	assert_int_equal(m.clock_nsec, 999999999);
+	agent_msg_release(&m);
+	/* The encoder never sends what the decoder refuses. */
+	buf_reset(&b);
+	c.clock_nsec = 1000000000;
+	assert_int_equal(agent_msg_encode(&c, &b), -EINVAL);
+	c.clock_nsec = 0;
+	c.clock_sec = -1;
+	assert_int_equal(agent_msg_encode(&c, &b), -EINVAL);
+	c.clock_sec = AGENT_MAX_CLOCK_SEC + 1;
+	assert_int_equal(agent_msg_encode(&c, &b), -EINVAL);
+	assert_int_equal(buf_len(&b), 0);
+	buf_release(&b);
+
+	assert_int_equal(decode_json(AGENT_MSG_CLOCK, "{\"nsec\":0,\"sec\":0}", &m), 0);
+	agent_msg_release(&m);
+	assert_int_equal(decode_json(AGENT_MSG_CLOCK, "{\"nsec\":0,\"sec\":1099511627776}", &m), 0);
+	agent_msg_release(&m);
+	/* Extra keys, a missing one, wrong types, out of range. */
+	assert_int_equal(decode_json(AGENT_MSG_CLOCK, "{\"nsec\":0,\"sec\":1,\"id\":1}", &m), -EBADMSG);
+	assert_int_equal(decode_json(AGENT_MSG_CLOCK, "{\"sec\":1}", &m), -ENOENT);
+	assert_int_equal(decode_json(AGENT_MSG_CLOCK, "{\"nsec\":0,\"sec\":\"1\"}", &m), -EBADMSG);
+	assert_int_equal(decode_json(AGENT_MSG_CLOCK, "{\"nsec\":0.5,\"sec\":1}", &m), -EBADMSG);
+	assert_int_equal(decode_json(AGENT_MSG_CLOCK, "{\"nsec\":1000000000,\"sec\":1}", &m), -EBADMSG);
+	assert_int_equal(decode_json(AGENT_MSG_CLOCK, "{\"nsec\":-1,\"sec\":1}", &m), -EBADMSG);
+	assert_int_equal(decode_json(AGENT_MSG_CLOCK, "{\"nsec\":0,\"sec\":-1}", &m), -EBADMSG);
+	assert_int_equal(decode_json(AGENT_MSG_CLOCK, "{\"nsec\":0,\"sec\":1099511627777}", &m), -EBADMSG);
+	assert_int_not_equal(decode_json(AGENT_MSG_CLOCK, "{\"nsec\":0,\"sec\":1,\"sec\":2}", &m), 0);
+}
+
+/* A config with the box's CA: optional, PEM-shaped, capped at BOOT_MAX_CA_PEM. */
+static void test_boot_config_ca(void **state)
+{
+	static const char pem[] = "-----BEGIN CERTIFICATE-----\nQ0FDQUNB\n-----END CERTIFICATE-----\n";
+	static const char head[] = "{\"box_id\":\"b\",\"clock_nsec\":0,\"clock_sec\":1,\"env\":[],\"hostname\":\"h\","
+				   "\"mem_mib\":64,\"vcpus\":1,\"entropy\":[0,0,0,0,0,0,0,0]";
+	char *env[] = { NULL };
+	struct boot_config c = { .box_id = "b",
+				 .hostname = "h",
+				 .env = env,
+				 .clock_sec = 1,
+				 .vcpus = 1,
+				 .mem_mib = 64,
+				 .ca_pem = (char *)pem };
+	struct boot_config d;
+	struct buf b;
+	const uint8_t *p;
+	size_t n;
+	uint8_t type;
+	char doc[256];
+	char *big;
+	(void)state;
+
+	assert_int_equal(buf_init(&b, 1 << 20, 0), 0);
+	assert_int_equal(boot_config_encode(&c, &b), 0);
+	assert_int_equal(frame_decode_one(buf_ptr(&b), buf_len(&b), FRAME_MAX_PAYLOAD, &type, &p, &n), 0);
+	assert_int_equal(boot_config_decode(p, n, &d), 0);
+	assert_string_equal(d.ca_pem, pem);
+	boot_config_release(&d);
+	/* None: the member is left out, and both absent and "" decode as none. */
+	c.ca_pem = NULL;
+	buf_reset(&b);
+	assert_int_equal(boot_config_encode(&c, &b), 0);
+	assert_int_equal(frame_decode_one(buf_ptr(&b), buf_len(&b), FRAME_MAX_PAYLOAD, &type, &p, &n), 0);
+	assert_null(memmem(p, n, "ca_pem", 6));
+	assert_int_equal(boot_config_decode(p, n, &d), 0);
+	assert_null(d.ca_pem);
+	boot_config_release(&d);
+	(void)snprintf(doc, sizeof(doc), "%s,\"ca_pem\":\"\"}", head);
+	assert_int_equal(boot_config_decode((const uint8_t *)doc, strlen(doc), &d), 0);
+	assert_null(d.ca_pem);
+	boot_config_release(&d);
+	/* Wrong types. */
+	(void)snprintf(doc, sizeof(doc), "%s,\"ca_pem\":1}", head);
+	assert_int_equal(boot_config_decode((const uint8_t *)doc, strlen(doc), &d), -EBADMSG);
+	(void)snprintf(doc, sizeof(doc), "%s,\"ca_pem\":null}", head);
+	assert_int_equal(boot_config_decode((const uint8_t *)doc, strlen(doc), &d), -EBADMSG);
+	(void)snprintf(doc, sizeof(doc), "%s,\"ca_pem\":[\"x\"]}", head);
+	assert_int_equal(boot_config_decode((const uint8_t *)doc, strlen(doc), &d), -EBADMSG);
+	/* Not a PEM certificate: free text, a key, a control character, no END line. */
+	{
+		static const char *const bad[] = {
+			"hello",
+			"-----BEGIN PRIVATE KEY-----\\nQQ==\\n-----END PRIVATE KEY-----\\n",
+			"-----BEGIN CERTIFICATE-----\\nQ0\\tFD\\n-----END CERTIFICATE-----\\n",
+			"-----BEGIN CERTIFICATE-----\\nQ0FD\\n",
+			"-----BEGIN CERTIFICATE-----\\nQ0FD\\n-----END CERTIFICATE-----\\n\\n",
+			"x-----BEGIN CERTIFICATE-----\\nQ0FD\\n-----END CERTIFICATE-----\\n",
+		};
+		for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+			(void)snprintf(doc, sizeof(doc), "%s,\"ca_pem\":\"%s\"}", head, bad[i]);
+			assert_int_equal(boot_config_decode((const uint8_t *)doc, strlen(doc), &d), -EBADMSG);
+		}
+		/* Without the last newline it is still whole. */
+		(void)snprintf(doc, sizeof(doc), "%s,\"ca_pem\":\"%s\"}", head,
+			       "-----BEGIN CERTIFICATE-----\\nQ0FD\\n-----END CERTIFICATE-----");
+		assert_int_equal(boot_config_decode((const uint8_t *)doc, strlen(doc), &d), 0);
+		boot_config_release(&d);
+		c.ca_pem = "-----BEGIN PRIVATE KEY-----\nQQ==\n-----END PRIVATE KEY-----\n";
+		buf_reset(&b);
+		assert_int_equal(boot_config_encode(&c, &b), -EINVAL);
+	}
+	/* BOOT_MAX_CA_PEM bytes pass, one more does not (the encoder refuses it too). */
+	big = malloc(BOOT_MAX_CA_PEM + 2);
+	assert_non_null(big);
+	for (size_t extra = 0; extra <= 1; extra++) {
+		size_t total = BOOT_MAX_CA_PEM + extra, hl = strlen("-----BEGIN CERTIFICATE-----\n"),
+		       tl = strlen("\n-----END CERTIFICATE-----\n");
+		memcpy(big, "-----BEGIN CERTIFICATE-----\n", hl);
+		memset(big + hl, 'A', total - hl - tl);
+		memcpy(big + total - tl, "\n-----END CERTIFICATE-----\n", tl + 1);
+		assert_int_equal(strlen(big), total);
+		c.ca_pem = big;
+		buf_reset(&b);
+		assert_int_equal(boot_config_encode(&c, &b), extra ? -EINVAL : 0);
+		if (!extra) {
+			assert_int_equal(frame_decode_one(buf_ptr(&b), buf_len(&b), FRAME_MAX_PAYLOAD, &type, &p, &n),
+					 0);
+			assert_int_equal(boot_config_decode(p, n, &d), 0);
+			assert_int_equal(strlen(d.ca_pem), BOOT_MAX_CA_PEM);
+			boot_config_release(&d);
+		} else {
+			struct buf j;
+			int r;
+			assert_int_equal(buf_init(&j, 1 << 20, 0), 0);
+			assert_int_equal(buf_putf(&j, "%s,\"ca_pem\":\"", head), 0);
+			for (const char *q = big; *q; q++) {
+				assert_int_equal(*q == '\n' ? buf_putf(&j, "\\n") : buf_put(&j, q, 1), 0);
+			}
+			assert_int_equal(buf_putf(&j, "\"}"), 0);
+			r = boot_config_decode(buf_ptr(&j), buf_len(&j), &d);
+			assert_int_equal(r, -E2BIG);
+			buf_release(&j);
+		}
+	}
+	free(big);
+	buf_release(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_exec_roundtrip),	   cmocka_unit_test(test_data_roundtrip),
-		cmocka_unit_test(test_unknown_and_strict), cmocka_unit_test(test_argv_cap),
-		cmocka_unit_test(test_string_cap),	   cmocka_unit_test(test_direction),
+		cmocka_unit_test(test_exec_roundtrip),
+		cmocka_unit_test(test_data_roundtrip),
+		cmocka_unit_test(test_unknown_and_strict),
+		cmocka_unit_test(test_argv_cap),
+		cmocka_unit_test(test_string_cap),
+		cmocka_unit_test(test_direction),
 		cmocka_unit_test(test_boot_config),
+		cmocka_unit_test(test_boot_config_ca),
+		cmocka_unit_test(test_clock),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
