@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "banned.h"
+#include "hex.h"
 #include "json.h"
 
 /*
@@ -30,19 +31,12 @@ static int hex4(const uint8_t *p, size_t n, size_t i, unsigned *ret)
 		return -EBADMSG;
 	}
 	for (size_t j = 0; j < 4; j++) {
-		uint8_t c = p[i + j];
-		unsigned d;
+		int d = hex_digit_value(p[i + j]);
 
-		if (c >= '0' && c <= '9') {
-			d = c - '0';
-		} else if (c >= 'a' && c <= 'f') {
-			d = c - 'a' + 10;
-		} else if (c >= 'A' && c <= 'F') {
-			d = c - 'A' + 10;
-		} else {
+		if (d < 0) {
 			return -EBADMSG;
 		}
-		v = (v << 4) | d;
+		v = (v << 4) | (unsigned)d;
 	}
 	*ret = v;
 	return 0;

@@ -1030,9 +1030,9 @@ static int box_observe_keep(struct box *b, const char *kind, json_t *data, char 
 			       "%s could not be queued (%s; at most %u pending, tkbox daemon --observe-queue)", kind,
 			       tk_strerror(r), g.o.observe_queue);
 		/* The only trace of why the box stops: the caller's err reaches the box's client at most. */
-		events_write(b, EV_PROBLEM, r == -ENOSPC ? "observe.queue_full" : "observe.queue_failed",
-			     json_pack("{s:s,s:I,s:s}", "kind", kind, "max", (json_int_t)g.o.observe_queue, "detail",
-				       err));
+		events_write(
+			b, EV_PROBLEM, r == -ENOSPC ? "observe.queue_full" : "observe.queue_failed",
+			json_pack("{s:s,s:I,s:s}", "kind", kind, "max", (json_int_t)g.o.observe_queue, "detail", err));
 		lost = 1;
 		goto failed;
 	}

@@ -5,20 +5,7 @@
 
 #include "banned.h"
 #include "egress/addr.h"
-
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9') {
-		return c - '0';
-	}
-	if (c >= 'a' && c <= 'f') {
-		return c - 'a' + 10;
-	}
-	if (c >= 'A' && c <= 'F') {
-		return c - 'A' + 10;
-	}
-	return -1;
-}
+#include "hex.h"
 
 /*
  * One inet_aton part at s[*i]: decimal, octal after a leading 0, hex after
@@ -46,7 +33,7 @@ static int v4_part(const char *s, size_t n, size_t *i, uint64_t *ret)
 		}
 	}
 	for (; k < n; k++) {
-		int d = hexval(s[k]);
+		int d = hex_digit_value(s[k]);
 
 		if (d < 0 || (base == 10 && d > 9) || (base == 8 && d > 7)) {
 			if (base == 8 && (s[k] == '8' || s[k] == '9')) {

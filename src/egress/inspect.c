@@ -9,6 +9,7 @@
 #include "clock.h"
 #include "egress/inspect.h"
 #include "egress/proxy-head.h"
+#include "hex.h"
 
 /*
  * The inspector's steps: each step appends at most STEP_ROOM bytes to out
@@ -66,14 +67,6 @@ static void frame_start(struct frame *f, bool chunked, bool has_length, uint64_t
 	}
 }
 
-static int hexval(uint8_t c)
-{
-	return c >= '0' && c <= '9'   ? c - '0'
-	       : c >= 'a' && c <= 'f' ? c - 'a' + 10
-	       : c >= 'A' && c <= 'F' ? c - 'A' + 10
-				      : -1;
-}
-
 #define CHUNK_BAD "a malformed chunked body (RFC 9112 section 7.1)"
 
 /* One byte of chunk framing: 0, 1 the body ended, -errno with *why. */
@@ -85,12 +78,12 @@ static int frame_byte(struct frame *f, uint8_t c, const char **why)
 	}
 	switch (f->st) {
 	case FR_SIZE:
-		if (hexval(c) >= 0) {
+		if (hex_digit_value(c) >= 0) {
 			if (++f->digits > 15) {
 				*why = "a chunk size of more than 15 hex digits";
 				return -E2BIG;
 			}
-			f->left = f->left << 4 | (uint64_t)hexval(c);
+			f->left = f->left << 4 | (uint64_t)hex_digit_value(c);
 			return 0;
 		}
 		if (f->digits == 0 || (c != ';' && c != ' ' && c != '\t' && c != '\r')) {
@@ -1076,38 +1069,59 @@ static int rq_head_done(struct egress_insp *h, struct buf *out)
 	return 0;
 }
 
-/* Gather head bytes: *k taken; a whole head is handled at once. */
-static int rq_head_feed(struct egress_insp *h, const uint8_t *p, size_t n, size_t *k, struct buf *out)
+/*
+ * Gather bytes of a request or response head into *head, EGRESS_HEAD_MAX in
+ * all; *k: bytes of p taken. *scanned is how far earlier calls looked for the
+ * blank line: the search restarts 3 bytes before it, as a CRLFCRLF may straddle
+ * two calls. Returns 1 when *head holds one whole head (trimmed to it: the bytes
+ * after it are left untaken, and *scanned is back to 0), 0 when the head goes on
+ * (the caller refuses one that has reached EGRESS_HEAD_MAX), or a -errno.
+ */
+static int head_gather(struct buf *head, size_t *scanned, const uint8_t *p, size_t n, size_t *k)
 {
-	size_t have = buf_len(&h->rq_head), take = MIN(n, EGRESS_HEAD_MAX - have), from, len;
+	size_t have = buf_len(head), take = MIN(n, EGRESS_HEAD_MAX - have), from, len, head_len;
 	const uint8_t *b, *end;
 	int r;
 
-	if (have == 0 && take > 0) {
-		h->rq_t0 = now_ms(h);
-	}
-	r = buf_put(&h->rq_head, p, take);
+	r = buf_put(head, p, take);
 	if (r < 0) {
 		return r;
 	}
-	b = buf_ptr(&h->rq_head);
+	b = buf_ptr(head);
 	len = have + take;
-	from = h->rq_scanned > 3 ? h->rq_scanned - 3 : 0;
+	from = *scanned > 3 ? *scanned - 3 : 0;
 	end = memmem(b + from, len - from, "\r\n\r\n", 4);
 	if (!end) {
 		*k = take;
-		h->rq_scanned = len;
-		if (len >= EGRESS_HEAD_MAX) {
-			return refuse_malformed(h, "the request head is larger than 32 KiB (EGRESS_HEAD_MAX)");
-		}
+		*scanned = len;
 		return 0;
 	}
-	size_t head_len = (size_t)(end - b) + 4;
+	head_len = (size_t)(end - b) + 4;
 	*k = take - (len - head_len);
-	h->rq_head.len -= len - head_len;
+	head->len -= len - head_len;
+	*scanned = 0;
+	return 1;
+}
+
+/* Gather head bytes: *k taken; a whole head is handled at once. */
+static int rq_head_feed(struct egress_insp *h, const uint8_t *p, size_t n, size_t *k, struct buf *out)
+{
+	int r;
+
+	if (buf_len(&h->rq_head) == 0 && n > 0) {
+		h->rq_t0 = now_ms(h);
+	}
+	r = head_gather(&h->rq_head, &h->rq_scanned, p, n, k);
+	if (r < 0) {
+		return r;
+	}
+	if (r == 0) {
+		return buf_len(&h->rq_head) >= EGRESS_HEAD_MAX
+			       ? refuse_malformed(h, "the request head is larger than 32 KiB (EGRESS_HEAD_MAX)")
+			       : 0;
+	}
 	r = rq_head_done(h, out);
 	buf_reset(&h->rq_head);
-	h->rq_scanned = 0;
 	return r;
 }
 
@@ -1780,30 +1794,19 @@ static int rs_head_done(struct egress_insp *h, struct buf *out)
 
 static int rs_head_feed(struct egress_insp *h, const uint8_t *p, size_t n, size_t *k, struct buf *out)
 {
-	size_t have = buf_len(&h->rs_head), take = MIN(n, EGRESS_HEAD_MAX - have), from, len;
-	const uint8_t *b, *end;
 	int r;
 
-	r = buf_put(&h->rs_head, p, take);
+	r = head_gather(&h->rs_head, &h->rs_scanned, p, n, k);
 	if (r < 0) {
 		return r;
 	}
-	b = buf_ptr(&h->rs_head);
-	len = have + take;
-	from = h->rs_scanned > 3 ? h->rs_scanned - 3 : 0;
-	end = memmem(b + from, len - from, "\r\n\r\n", 4);
-	if (!end) {
-		*k = take;
-		h->rs_scanned = len;
-		return len >= EGRESS_HEAD_MAX ? bad_response(h, "a response head larger than 32 KiB (EGRESS_HEAD_MAX)")
-					      : 0;
+	if (r == 0) {
+		return buf_len(&h->rs_head) >= EGRESS_HEAD_MAX
+			       ? bad_response(h, "a response head larger than 32 KiB (EGRESS_HEAD_MAX)")
+			       : 0;
 	}
-	size_t head_len = (size_t)(end - b) + 4;
-	*k = take - (len - head_len);
-	h->rs_head.len -= len - head_len;
 	r = rs_head_done(h, out);
 	buf_reset(&h->rs_head);
-	h->rs_scanned = 0;
 	return r;
 }
 

@@ -5,6 +5,7 @@
 
 #include "banned.h"
 #include "egress/leak.h"
+#include "hex.h"
 #include "secmem.h"
 
 /*
@@ -79,20 +80,6 @@ static inline bool leak_is_esc(uint8_t c)
 	return c == '%' || c == '\\';
 }
 
-static inline int leak_hexval(uint8_t c)
-{
-	if (c >= '0' && c <= '9') {
-		return c - '0';
-	}
-	if (c >= 'a' && c <= 'f') {
-		return c - 'a' + 10;
-	}
-	if (c >= 'A' && c <= 'F') {
-		return c - 'A' + 10;
-	}
-	return -1;
-}
-
 static inline uint8_t leak_lower(uint8_t c)
 {
 	return c >= 'A' && c <= 'Z' ? (uint8_t)(c + 32) : c;
@@ -104,7 +91,7 @@ static inline size_t leak_escape_at(const uint8_t *p, size_t n, uint8_t *ret)
 	int h, l;
 
 	if (p[0] == '%') {
-		if (n >= 3 && (h = leak_hexval(p[1])) >= 0 && (l = leak_hexval(p[2])) >= 0) {
+		if (n >= 3 && (h = hex_digit_value(p[1])) >= 0 && (l = hex_digit_value(p[2])) >= 0) {
 			*ret = (uint8_t)(h << 4 | l);
 			return 3;
 		}
@@ -136,8 +123,8 @@ static inline size_t leak_escape_at(const uint8_t *p, size_t n, uint8_t *ret)
 		return 2;
 	case 'u':
 		/* \u00XX below U+0080 only: a value byte >= 0x80 is not a code point */
-		if (n >= 6 && p[2] == '0' && p[3] == '0' && (h = leak_hexval(p[4])) >= 0 && h < 8 &&
-		    (l = leak_hexval(p[5])) >= 0) {
+		if (n >= 6 && p[2] == '0' && p[3] == '0' && (h = hex_digit_value(p[4])) >= 0 && h < 8 &&
+		    (l = hex_digit_value(p[5])) >= 0) {
 			*ret = (uint8_t)(h << 4 | l);
 			return 6;
 		}

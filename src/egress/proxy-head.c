@@ -4,6 +4,7 @@
 
 #include "banned.h"
 #include "egress/proxy-head.h"
+#include "hex.h"
 
 /* tchar of RFC 9110 section 5.6.2. */
 static bool tchar(uint8_t c)
@@ -423,14 +424,6 @@ static int body_fail(struct egress_body *b, int err, const char *reason)
 	return err;
 }
 
-static int hexval(uint8_t c)
-{
-	return c >= '0' && c <= '9'   ? c - '0'
-	       : c >= 'a' && c <= 'f' ? c - 'a' + 10
-	       : c >= 'A' && c <= 'F' ? c - 'A' + 10
-				      : -1;
-}
-
 /* A byte of a chunk extension or trailer value: HTAB, SP, VCHAR, obs-text; no other control byte. */
 static bool text_byte(uint8_t c)
 {
@@ -442,11 +435,11 @@ static bool text_byte(uint8_t c)
 /* BD_SIZE: a hex digit of the chunk size, or the byte that ends the size. */
 static int chunk_size_byte(struct egress_body *b, uint8_t c)
 {
-	if (hexval(c) >= 0) {
+	if (hex_digit_value(c) >= 0) {
 		if (++b->digits > 15) {
 			return body_fail(b, -E2BIG, "a chunk size of more than 15 hex digits");
 		}
-		b->left = b->left << 4 | (uint64_t)hexval(c);
+		b->left = b->left << 4 | (uint64_t)hex_digit_value(c);
 		return 0;
 	}
 	if (b->digits == 0) {

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "banned.h"
+#include "hex.h"
 #include "verify/note.h"
 
 /* U+2014 EM DASH followed by a space: the prefix of every signature line. */
@@ -63,15 +64,10 @@ int note_key_id(const char *name, uint8_t type, const uint8_t pub[ED25519_PUB_LE
 	return 0;
 }
 
+/* A key ID is lowercase hex only: the one canonical spelling of the key. */
 static int hex_nibble(char c)
 {
-	if (c >= '0' && c <= '9') {
-		return c - '0';
-	}
-	if (c >= 'a' && c <= 'f') {
-		return c - 'a' + 10;
-	}
-	return -1;
+	return c >= 'A' && c <= 'F' ? -1 : hex_digit_value(c);
 }
 
 int note_vkey_parse(const char *s, size_t n, struct note_vkey *ret)

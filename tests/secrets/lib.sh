@@ -13,6 +13,9 @@
 #   sc_box NAME ARGS... tkbox run the Debian image with GH=$SC_VALUE and AK=$SC_AK in the CLI's env (so
 #                       --secret GH=env:GH@... works), then install tests/secrets/sc-client.py as /tmp/sc.py.
 #                       Unlike eg_box it adds no CA to the box: the box's trust is the product's.
+#   sc_start NAME ARGS... what every test starts with: sets T0, sc_up, the image, the signer, sc_daemon_start,
+#                       then sc_box NAME ARGS... as the first TAP check ("run NAME ARGS..."); a box that does not
+#                       start ends the test (the plan so far, exit 1)
 #   sc_py BOX SECS MODE ARGS...    sc-client.py in the box; JSON lines on stdout
 #   sc_verdict JQ       a field of the origin's verdict (DIR/verdict.json), e.g. '.violations | length'
 #   sc_reqs JQ          the origin's requests (one JSON object a line) filtered by a jq expression (-c)
@@ -101,6 +104,21 @@ sc_box() {
 	GH=$SC_VALUE AK=$SC_AK timeout --kill-after=10 900 "$TKBOX" run --image "oci:$EG_LAYOUT:latest" --name "$name" \
 		--memory 512M --disk 512M "$@" </dev/null >"$WORK/run-$name.out" 2>"$WORK/run-$name.err" || return 1
 	"$TKBOX" exec -i "$name" -- sh -c 'cat > /tmp/sc.py' <"$SC_HERE/sc-client.py" >/dev/null 2>"$WORK/sc-$name.err"
+}
+
+sc_start() {
+	local name=$1
+	T0=$(t)
+	sc_up
+	eg_image
+	signer_init && signer_start || eg_die "no signer"
+	sc_daemon_start || eg_die "no daemon"
+	echo "# harness, image and daemon ready in $(elapsed "$T0") s"
+	if sc_box "$@"; then ok "run $*"; else
+		notok "run $*" "$(cat "$WORK/run-$name.err" "$WORK/sc-$name.err" 2>/dev/null)" "$(tail -5 "$WORK/daemon.log")"
+		echo "1..$((pass + fail))"
+		exit 1
+	fi
 }
 
 sc_py() {

