@@ -2863,6 +2863,13 @@ static void inspect_op(struct box *b, const struct supmsg *m)
 					    "path", m->path, "status", (json_int_t)m->status, "bytes_up",
 					    (json_int_t)m->bytes_up, "bytes_down", (json_int_t)m->bytes_down,
 					    "duration_ms", (json_int_t)m->duration_ms);
+			/* The "bytes": both directions' body bytes together (each is at most 2^53 - 1). */
+			if (j->data) {
+				int64_t total = m->bytes_up > INT64_C(9007199254740991) - m->bytes_down
+							? INT64_C(9007199254740991)
+							: m->bytes_up + m->bytes_down;
+				(void)json_object_set_new(j->data, "bytes", json_integer(total));
+			}
 			if (j->data && m->model) {
 				(void)json_object_set_new(j->data, "model", json_string(m->model));
 			}

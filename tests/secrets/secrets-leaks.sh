@@ -131,7 +131,7 @@ done
 calls=$(jq -c 'select(.kind == "tkbox.model.call") | .data' "$R")
 echo "# tkbox.model.call: $(tr '\n' ' ' <<<"$calls")"
 check "tkbox.model.call for the JSON call: host, POST /v1/messages, 200, model claude-test-1, tokens 12 in 7 out, bytes, duration" \
-	eval "jq -s -e 'any(.[]; .host == \"api.anthropic.com\" and .method == \"POST\" and .path == \"/v1/messages\" and .status == 200 and .model == \"claude-test-1\" and .input_tokens == 12 and .output_tokens == 7 and .bytes_up > 0 and .bytes_down > 0 and (.duration_ms | type) == \"number\")' <<<'$calls' >/dev/null"
+	eval "jq -s -e 'any(.[]; .host == \"api.anthropic.com\" and .method == \"POST\" and .path == \"/v1/messages\" and .status == 200 and .model == \"claude-test-1\" and .input_tokens == 12 and .output_tokens == 7 and .bytes_up > 0 and .bytes_down > 0 and .bytes == .bytes_up + .bytes_down and (.duration_ms | type) == \"number\")' <<<'$calls' >/dev/null"
 check "tkbox.model.call for the SSE stream: model claude-test-2, tokens 21 in 9 out (the last count)" \
 	eval "jq -s -e 'any(.[]; .model == \"claude-test-2\" and .input_tokens == 21 and .output_tokens == 9)' <<<'$calls' >/dev/null"
 check "no tkbox.model.call for api.github.com (a secret's host is not a model host)" \
