@@ -2,6 +2,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 
@@ -25,6 +26,28 @@ int io_write_all(int fd, const void *p, size_t n)
 		n -= (size_t)k;
 	}
 	return 0;
+}
+
+int io_memfd_sealed(const char *name, const struct iovec *iov, size_t n)
+{
+	int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	int r = 0;
+
+	if (fd < 0) {
+		return negative_errno();
+	}
+	for (size_t i = 0; i < n && r >= 0; i++) {
+		r = io_write_all(fd, iov[i].iov_base, iov[i].iov_len);
+	}
+	if (r >= 0 && (lseek(fd, 0, SEEK_SET) < 0 ||
+		       fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0)) {
+		r = negative_errno();
+	}
+	if (r < 0) {
+		(void)close(fd);
+		return r;
+	}
+	return fd;
 }
 
 int io_read_all(int fd, struct buf *out)

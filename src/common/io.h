@@ -3,6 +3,7 @@
 #define TKBOX_IO_H
 
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #include "buf.h"
 
@@ -13,6 +14,13 @@
 
 /* Write all n bytes (a short write is continued; a socket never raises SIGPIPE). -errno on failure. */
 _wur_ int io_write_all(int fd, const void *p, size_t n);
+
+/*
+ * A memfd (close-on-exec) holding iov[0..n)'s bytes back to back, offset 0,
+ * sealed against writing, shrinking, growing and further seals: what goes
+ * to another process that must read exactly these bytes. The fd, or -errno.
+ */
+_wur_ int io_memfd_sealed(const char *name, const struct iovec *iov, size_t n);
 
 /*
  * Read fd until end of file, appending to out. -E2BIG as soon as the data

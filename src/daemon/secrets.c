@@ -250,27 +250,18 @@ int box_secrets_check_exec(const struct box_secrets *s, char *const *argv, const
 
 int box_secrets_memfd(const struct box_secrets *s)
 {
-	_cleanup_close_ int fd = -1;
-	int r = 0;
+	struct iovec iov[EGRESS_SECRET_MAX];
 
 	if (s->n == 0) {
 		return -ENOENT;
 	}
-	fd = memfd_create("tkbox-secrets", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	if (fd < 0) {
-		return negative_errno();
+	if (s->n > ARRAY_SIZE(iov)) {
+		return -E2BIG;
 	}
-	for (size_t i = 0; i < s->n && r >= 0; i++) {
-		r = io_write_all(fd, s->v[i].value, s->v[i].value_len);
+	for (size_t i = 0; i < s->n; i++) {
+		iov[i] = (struct iovec){ .iov_base = s->v[i].value, .iov_len = s->v[i].value_len };
 	}
-	if (r < 0) {
-		return r;
-	}
-	if (lseek(fd, 0, SEEK_SET) < 0 ||
-	    fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
-		return negative_errno();
-	}
-	return steal_fd(fd);
+	return io_memfd_sealed("tkbox-secrets", iov, s->n);
 }
 
 void box_secrets_supmsg_release(struct supmsg *m)
