@@ -11,6 +11,7 @@
 #include "cli/child-confine.h"
 #include "image/workspace-answer.h"
 #include "image/workspace.h"
+#include "io.h"
 #include "log.h"
 #include "secmem.h"
 
@@ -73,6 +74,7 @@ static int ws_secrets_read(struct ws_secrets *w)
 {
 	struct stat st;
 	size_t off = 0;
+	int r;
 
 	if (w->n == 0 || w->fd < 0) {
 		return w->n == 0 && w->fd < 0 ? 0 : -EINVAL;
@@ -87,14 +89,10 @@ static int ws_secrets_read(struct ws_secrets *w)
 	if (!w->mem) {
 		return -ENOMEM;
 	}
-	while (off < w->total) {
-		ssize_t k = RETRY_EINTR(pread(w->fd, w->mem + off, w->total - off, (off_t)off));
-		if (k <= 0) {
-			return k < 0 ? negative_errno() : -EBADMSG;
-		}
-		off += (size_t)k;
+	r = io_pread_all(w->fd, w->mem, w->total, 0);
+	if (r < 0) {
+		return r == -EIO ? -EBADMSG : r; /* the memfd is shorter than the lengths named */
 	}
-	off = 0;
 	for (size_t i = 0; i < w->n; i++) {
 		w->v[i].value = w->mem + off;
 		off += w->v[i].len;

@@ -28,6 +28,22 @@ int io_write_all(int fd, const void *p, size_t n)
 	return 0;
 }
 
+int io_pread_all(int fd, void *p, size_t n, off_t off)
+{
+	uint8_t *q = p;
+
+	while (n > 0) {
+		ssize_t k = RETRY_EINTR(pread(fd, q, n, off));
+		if (k <= 0) {
+			return k < 0 ? negative_errno() : -EIO;
+		}
+		q += k;
+		n -= (size_t)k;
+		off += k;
+	}
+	return 0;
+}
+
 int io_memfd_sealed(const char *name, const struct iovec *iov, size_t n)
 {
 	int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);

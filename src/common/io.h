@@ -15,6 +15,9 @@
 /* Write all n bytes (a short write is continued; a socket never raises SIGPIPE). -errno on failure. */
 _wur_ int io_write_all(int fd, const void *p, size_t n);
 
+/* Read exactly n bytes at offset off (pread, EINTR retried). 0, -EIO when the file ends first, or -errno. */
+_wur_ int io_pread_all(int fd, void *p, size_t n, off_t off);
+
 /*
  * A memfd (close-on-exec) holding iov[0..n)'s bytes back to back, offset 0,
  * sealed against writing, shrinking, growing and further seals: what goes

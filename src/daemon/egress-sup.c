@@ -18,6 +18,7 @@
 #include "egress/proxy-head.h"
 #include "egress/secret.h"
 #include "egress/tls.h"
+#include "io.h"
 #include "log.h"
 #include "secmem.h"
 
@@ -1763,7 +1764,7 @@ static int secrets_load(struct egress_sup *e, const struct supmsg *m, int fd)
 	for (size_t i = 0; i < m->n_secrets && r >= 0; i++) {
 		const struct supmsg_secret *in = &m->secrets[i];
 		struct egress_secret *s = &e->secrets[i];
-		size_t len = (size_t)in->len, got = 0;
+		size_t len = (size_t)in->len;
 
 		e->n_secrets = i + 1; /* cleared with the rest whatever happens next */
 		r = text_copy(s->name, sizeof(s->name), in->name);
@@ -1783,14 +1784,7 @@ static int secrets_load(struct egress_sup *e, const struct supmsg *m, int fd)
 			break;
 		}
 		s->value_len = len;
-		while (got < len) {
-			ssize_t k = RETRY_EINTR(pread(fd, s->value + got, len - got, (off_t)(off + got)));
-			if (k <= 0) {
-				r = k < 0 ? negative_errno() : -EIO;
-				break;
-			}
-			got += (size_t)k;
-		}
+		r = io_pread_all(fd, s->value, len, (off_t)off);
 		off += len;
 	}
 	if (r >= 0 && e->n_secrets > 0) {

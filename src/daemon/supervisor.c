@@ -19,6 +19,7 @@
 #include "daemon/supervisor.h"
 #include "daemon/supmsg.h"
 #include "exec-stream.h"
+#include "io.h"
 #include "json.h"
 #include "log.h"
 #include "vmm/vm-box.h"
@@ -307,7 +308,6 @@ static int read_upfront(int fd, struct buf *in)
 {
 	struct stat st;
 	uint8_t *dst;
-	size_t got = 0;
 	int r;
 
 	if (fstat(fd, &st) < 0) {
@@ -323,14 +323,7 @@ static int read_upfront(int fd, struct buf *in)
 	if (r < 0) {
 		return r;
 	}
-	while (got < (size_t)st.st_size) {
-		ssize_t n = RETRY_EINTR(pread(fd, dst + got, (size_t)st.st_size - got, (off_t)got));
-		if (n <= 0) {
-			return n < 0 ? negative_errno() : -EIO;
-		}
-		got += (size_t)n;
-	}
-	return 0;
+	return io_pread_all(fd, dst, (size_t)st.st_size, 0);
 }
 
 /* An exec the supervisor cannot take is answered at once: done with an error (its client's stream just ends). */
