@@ -37,6 +37,7 @@
 #define DAEMON_BOOT_TIMEOUT_S 180
 #define DAEMON_STOP_TIMEOUT_S 40
 #define DAEMON_SELFTEST_TIMEOUT_S 60 /* a create waits this long for the box's TLS self-test and clock */
+#define DAEMON_SELFTEST_NOCA_TIMEOUT_S 10 /* ... for a box without a CA: the guest only reports its clock */
 #define DAEMON_REQUEST_TIMEOUT_S 30
 #define DAEMON_MAX_CONNECTIONS 256
 /* Events file caps: daemon/events.h. */
