@@ -3,6 +3,8 @@
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -12,7 +14,9 @@
 #include "banned.h"
 #include "frame.h"
 #include "guest/agent.h"
+#include "guest/diff.h"
 #include "guest/kmsg.h"
+#include "io.h"
 #include "log.h"
 #include "vmm/agent-proto.h"
 
@@ -35,8 +39,25 @@ struct exec_slot {
 	uint64_t out_window;
 };
 
+/*
+ * The one patch being made (AGENT_MSG_DIFF): a forked child writes the
+ * finished frames (DIFF_DATA..., DIFF_END, or an ERROR) into a memfd; once
+ * it exits 0 the loop forwards them whole, a frame at a time, as the queue
+ * towards the host has room, so execs keep being served meanwhile.
+ */
+struct diff_job {
+	uint32_t id; /* 0: no job */
+	pid_t pid; /* the producer, 0 once reaped */
+	int status;
+	int memfd;
+	bool streaming;
+	off_t off, end;
+};
+
 struct agent {
 	int port_fd;
+	int ws_lower_fd, ws_upper_fd;
+	struct diff_job diff;
 	bool host_gone;
 	int sig_fd;
 	char **base_env;
@@ -315,6 +336,139 @@ fail_errno:
 	close_fd(&st[1]);
 }
 
+/* ---- the patch (AGENT_MSG_DIFF) ---- */
+
+/* In the producer only: drop every fd of the loop, so an exec's stdin still reaches EOF and readiness still shows. */
+static void diff_child_close(struct agent *a)
+{
+	(void)close(a->port_fd);
+	(void)close(a->sig_fd);
+	if (a->ready_fd >= 0) {
+		(void)close(a->ready_fd);
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(a->slots); i++) {
+		struct exec_slot *s = &a->slots[i];
+		if (s->used) {
+			close_fd(&s->in_fd);
+			close_fd(&s->out_fd);
+			close_fd(&s->err_fd);
+		}
+	}
+}
+
+static void diff_job_clear(struct diff_job *j)
+{
+	close_fd(&j->memfd);
+	*j = (struct diff_job){ .memfd = -1 };
+}
+
+static void diff_start(struct agent *a, uint32_t id)
+{
+	sigset_t none;
+	pid_t pid;
+	int fd;
+
+	if (a->diff.id != 0) {
+		queue_error(a, id, AGENT_ERR_DIFF,
+			    "a patch is already being made in this box; ask again once it is done");
+		return;
+	}
+	if (a->ws_lower_fd < 0 || a->ws_upper_fd < 0) {
+		queue_error(a, id, AGENT_ERR_DIFF, "this box has no /workspace overlay, so it has no patch");
+		return;
+	}
+	fd = memfd_create("tkbox-diff", MFD_CLOEXEC);
+	pid = fd < 0 ? -1 : fork();
+	if (pid < 0) {
+		char msg[160];
+		(void)snprintf(msg, sizeof(msg), "the patch producer could not start: %s", strerror(errno));
+		queue_error(a, id, AGENT_ERR_DIFF, msg);
+		if (fd >= 0) {
+			(void)close(fd);
+		}
+		return;
+	}
+	if (pid == 0) {
+		diff_child_close(a);
+		sigemptyset(&none);
+		(void)sigprocmask(SIG_SETMASK, &none, NULL);
+		/* The box's own commands come first. */
+		(void)setpriority(PRIO_PROCESS, 0, 10);
+		_exit(guest_diff_write_frames(a->ws_lower_fd, a->ws_upper_fd, id, fd) < 0 ? 1 : 0);
+	}
+	a->diff = (struct diff_job){ .id = id, .pid = pid, .memfd = fd };
+}
+
+/* The producer is reaped: forward its frames, or say it failed. */
+static void diff_reaped(struct agent *a)
+{
+	struct diff_job *j = &a->diff;
+	struct stat st;
+	char msg[160];
+
+	if (WIFEXITED(j->status) && WEXITSTATUS(j->status) == 0 && fstat(j->memfd, &st) == 0 && st.st_size > 0) {
+		j->streaming = true;
+		j->off = 0;
+		j->end = st.st_size;
+		return;
+	}
+	if (WIFSIGNALED(j->status)) {
+		(void)snprintf(msg, sizeof(msg), "the patch producer was killed by signal %d (out of memory?)",
+			       WTERMSIG(j->status));
+	} else {
+		(void)snprintf(msg, sizeof(msg), "the patch producer failed (exit %d)", WEXITSTATUS(j->status));
+	}
+	queue_error(a, j->id, AGENT_ERR_DIFF, msg);
+	diff_job_clear(j);
+}
+
+/* Whole frames from the memfd into the queue while it has room; the job ends with the last one. */
+static void diff_pump(struct agent *a)
+{
+	struct diff_job *j = &a->diff;
+	uint8_t hdr[FRAME_HEADER_SIZE];
+
+	while (j->streaming && j->off < j->end) {
+		size_t len;
+		uint8_t *w;
+		if (io_pread_all(j->memfd, hdr, sizeof(hdr), j->off) < 0) {
+			break;
+		}
+		len = FRAME_HEADER_SIZE +
+		      (((size_t)hdr[1] << 24) | ((size_t)hdr[2] << 16) | ((size_t)hdr[3] << 8) | hdr[4]);
+		if (len > FRAME_HEADER_SIZE + FRAME_MAX_PAYLOAD || (off_t)len > j->end - j->off) {
+			break;
+		}
+		if (buf_avail(&a->out) < len) {
+			return;
+		}
+		w = malloc(len);
+		if (!w || io_pread_all(j->memfd, w, len, j->off) < 0 || buf_put(&a->out, w, len) < 0) {
+			free(w);
+			break;
+		}
+		free(w);
+		j->off += (off_t)len;
+	}
+	if (j->streaming && j->off != j->end) {
+		queue_error(a, j->id, AGENT_ERR_DIFF, "the patch could not be read back from the producer's memfd");
+	}
+	if (j->streaming) {
+		diff_job_clear(j);
+	}
+}
+
+static void diff_kill(struct agent *a)
+{
+	if (a->diff.pid > 0) {
+		(void)kill(a->diff.pid, SIGKILL);
+		return; /* reap() clears the job */
+	}
+	if (a->diff.id != 0) {
+		diff_job_clear(&a->diff);
+	}
+}
+
 /* ---- messages from the host ---- */
 
 /*
@@ -449,6 +603,9 @@ static void handle_frame(struct agent *a, uint8_t type, const uint8_t *p, size_t
 	case AGENT_MSG_SHUTDOWN:
 		a->shutdown = true;
 		break;
+	case AGENT_MSG_DIFF:
+		diff_start(a, m.id);
+		break;
 	default:
 		break;
 	}
@@ -559,6 +716,16 @@ static void reap(struct agent *a)
 		/* drain: one SIGCHLD may stand for many children */
 	}
 	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+		if (a->diff.pid > 0 && pid == a->diff.pid) {
+			a->diff.pid = 0;
+			a->diff.status = status;
+			if (a->host_gone || a->shutdown) {
+				diff_job_clear(&a->diff);
+			} else {
+				diff_reaped(a);
+			}
+			continue;
+		}
 		for (size_t i = 0; i < ARRAY_SIZE(a->slots); i++) {
 			struct exec_slot *s = &a->slots[i];
 			if (s->used && !s->reaped && s->pid == pid) {
@@ -630,9 +797,13 @@ static int agent_init(struct agent *a, const struct guest_agent_config *cfg)
 	sigset_t mask;
 	int r;
 
-	*a = (struct agent){
-		.port_fd = cfg->port_fd, .base_env = cfg->base_env, .sig_fd = -1, .ready_fd = cfg->ready_fd
-	};
+	*a = (struct agent){ .port_fd = cfg->port_fd,
+			     .base_env = cfg->base_env,
+			     .sig_fd = -1,
+			     .ready_fd = cfg->ready_fd,
+			     .ws_lower_fd = cfg->ws_lower_fd,
+			     .ws_upper_fd = cfg->ws_upper_fd,
+			     .diff = { .memfd = -1 } };
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGCHLD);
 	if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0) {
@@ -674,6 +845,7 @@ int guest_agent_run(const struct guest_agent_config *cfg)
 
 		reap(&a);
 		finish_execs(&a);
+		diff_pump(&a);
 		if (!a.host_gone) {
 			r = flush_out(&a);
 			if (r < 0) {
@@ -765,6 +937,7 @@ int guest_agent_run(const struct guest_agent_config *cfg)
 					a.host_gone = true;
 					buf_reset(&a.out);
 					kill_all(&a);
+					diff_kill(&a);
 				}
 				break;
 			case 2:
@@ -796,6 +969,7 @@ int guest_agent_run(const struct guest_agent_config *cfg)
 	}
 	/* Shutdown: stop every command, tell the host, return so main can sync and power off. */
 	kill_all(&a);
+	diff_kill(&a);
 	r = agent_encode_simple(&a.out, AGENT_MSG_SHUTDOWN_ACK, 0);
 	if (r >= 0) {
 		for (int tries = 0; tries < 100 && buf_len(&a.out) > 0 && !a.host_gone; tries++) {

@@ -26,6 +26,13 @@ struct guest_agent_config {
 	 * agent is up: the self-test waits for it), owned by the loop; -1: none.
 	 */
 	int ready_fd;
+	/*
+	 * The workspace overlay's lower and upper directories (O_PATH), opened
+	 * before the chroot hid them; the patch producer (guest/diff.h) reads
+	 * them in a forked child. Borrowed; -1: no workspace overlay.
+	 */
+	int ws_lower_fd;
+	int ws_upper_fd;
 };
 
 /*

@@ -40,6 +40,9 @@
 #define PORT_WAIT_MS 10000
 #define SMALL_FILE_MAX 4096
 #define PATH_MAX_BUF 4096
+#define WS_LOWER "/run/tk/ws-lower"
+#define WS_EMPTY "/run/tk/ws-empty"
+#define WS_UPPERBASE "/run/tk/scratch/workspace"
 
 static bool tracing;
 
@@ -334,11 +337,15 @@ static int lo_up(void)
 	return r;
 }
 
-/* An overlay of lower (read-only) with its upper and work dirs under upperbase on the scratch disk. */
-static int mount_overlay(const char *lower, const char *upperbase, const char *dst)
+/*
+ * An overlay of lower (read-only) with its upper and work dirs under
+ * upperbase on the scratch disk; extra (may be NULL) are options tried first
+ * and dropped when the kernel refuses them.
+ */
+static int mount_overlay(const char *lower, const char *upperbase, const char *dst, const char *extra)
 {
-	char upper[PATH_MAX_BUF], work[PATH_MAX_BUF], opts[3 * PATH_MAX_BUF + 64];
-	int r;
+	char upper[PATH_MAX_BUF], work[PATH_MAX_BUF], opts[3 * PATH_MAX_BUF + 128];
+	int base, r;
 
 	if (snprintf(upper, sizeof(upper), "%s/upper", upperbase) >= (int)sizeof(upper) ||
 	    snprintf(work, sizeof(work), "%s/work", upperbase) >= (int)sizeof(work) ||
@@ -346,17 +353,66 @@ static int mount_overlay(const char *lower, const char *upperbase, const char *d
 		    (int)sizeof(opts)) {
 		return -ENAMETOOLONG;
 	}
+	base = (int)strlen(opts);
+	if (extra && snprintf(opts + base, sizeof(opts) - (size_t)base, ",%s", extra) >= (int)sizeof(opts) - base) {
+		return -ENAMETOOLONG;
+	}
 	r = io_mkdir_p(AT_FDCWD, upper, 0755);
 	if (r >= 0) {
 		r = io_mkdir_p(AT_FDCWD, work, 0755);
 	}
+	if (r >= 0) {
+		r = io_mkdir_p(AT_FDCWD, dst, 0755);
+	}
 	if (r < 0) {
 		return log_error_errno(r, "mkdir %s", upper);
 	}
+	if (extra && mount("overlay", dst, "overlay", 0, opts) == 0) {
+		return 0;
+	}
+	if (extra) {
+		/* A kernel without one of the extra options: the overlay without them, said on the console. */
+		guest_kmsg("overlay on %s: options %s refused (%s); mounted without them", dst, extra, strerror(errno));
+	}
+	opts[base] = '\0';
 	return do_mount("overlay", dst, "overlay", 0, opts);
 }
 
-static int setup_root(void)
+/*
+ * /workspace: an overlay of the workspace disk, or of an empty directory on
+ * the initramfs when the box has none, so every box has a patch. The
+ * producer (guest/diff.h) reads its layers, so a renamed directory must be a
+ * copy plus whiteouts, never a redirect (redirect_dir=off), and every upper
+ * file must hold its data (metacopy=off). Both layers are opened here, before
+ * the chroot hides them; ws[0] lower, ws[1] upper.
+ */
+static int setup_workspace(int ws[2])
+{
+	const char *lower = WS_EMPTY;
+	char dev[PATH_MAX_BUF];
+	int r;
+
+	if (find_disk("workspace", dev, sizeof(dev)) == 0) {
+		lower = WS_LOWER;
+		r = do_mount(dev, WS_LOWER, "ext4", MS_RDONLY | MS_NODEV, "noload");
+	} else {
+		r = io_mkdir_p(AT_FDCWD, WS_EMPTY, 0755);
+	}
+	if (r >= 0) {
+		r = mount_overlay(lower, WS_UPPERBASE, NEWROOT "/workspace", "redirect_dir=off,metacopy=off,index=off");
+	}
+	if (r < 0) {
+		return r;
+	}
+	ws[0] = open(lower, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	ws[1] = open(WS_UPPERBASE "/upper", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (ws[0] < 0 || ws[1] < 0) {
+		return log_error_errno(-errno, "opening the workspace layers");
+	}
+	return 0;
+}
+
+static int setup_root(int ret_ws[2])
 {
 	char dev[PATH_MAX_BUF];
 	int r;
@@ -378,18 +434,11 @@ static int setup_root(void)
 	if (r < 0) {
 		return r;
 	}
-	r = mount_overlay("/run/tk/lower", "/run/tk/scratch/root", NEWROOT);
+	r = mount_overlay("/run/tk/lower", "/run/tk/scratch/root", NEWROOT, NULL);
 	if (r < 0) {
 		return r;
 	}
-	if (find_disk("workspace", dev, sizeof(dev)) == 0) {
-		r = do_mount(dev, "/run/tk/ws-lower", "ext4", MS_RDONLY | MS_NODEV, "noload");
-		if (r >= 0) {
-			r = mount_overlay("/run/tk/ws-lower", "/run/tk/scratch/workspace", NEWROOT "/workspace");
-		}
-	} else {
-		r = io_mkdir_p(AT_FDCWD, NEWROOT "/workspace", 0755);
-	}
+	r = setup_workspace(ret_ws);
 	if (r < 0) {
 		return r;
 	}
@@ -535,7 +584,7 @@ static int boot(void)
 	struct guest_agent_config acfg = { 0 };
 	struct timespec ts;
 	char dev[PATH_MAX_BUF];
-	int r, port, boot_fd = -1;
+	int r, port, boot_fd = -1, ws[2] = { -1, -1 };
 
 	/* A command may close its end of a pipe; PID 1 must see EPIPE, not die. */
 	(void)signal(SIGPIPE, SIG_IGN);
@@ -605,7 +654,7 @@ static int boot(void)
 	if (port < 0) {
 		return log_error_errno(-errno, "open %s", dev);
 	}
-	r = setup_root();
+	r = setup_root(ws);
 	if (r < 0) {
 		return r;
 	}
@@ -646,6 +695,8 @@ static int boot(void)
 	trace("agent starting");
 	acfg.port_fd = port;
 	acfg.base_env = cfg.env;
+	acfg.ws_lower_fd = ws[0];
+	acfg.ws_upper_fd = ws[1];
 	r = guest_agent_run(&acfg);
 	if (r < 0) {
 		return log_error_errno(r, "agent");

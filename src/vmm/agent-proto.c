@@ -16,6 +16,7 @@ void agent_msg_release(struct agent_msg *m)
 	}
 	strv_free(m->argv);
 	strv_free(m->env);
+	strv_free(m->notices);
 	free(m->cwd);
 	free(m->err_code);
 	free(m->message);
@@ -32,6 +33,7 @@ bool agent_msg_from_host(uint8_t type)
 	case AGENT_MSG_WINDOW:
 	case AGENT_MSG_SHUTDOWN:
 	case AGENT_MSG_CLOCK:
+	case AGENT_MSG_DIFF:
 		return true;
 	default:
 		return false;
@@ -49,6 +51,8 @@ bool agent_msg_from_guest(uint8_t type)
 	case AGENT_MSG_ERROR:
 	case AGENT_MSG_STDIN_WINDOW:
 	case AGENT_MSG_SHUTDOWN_ACK:
+	case AGENT_MSG_DIFF_DATA:
+	case AGENT_MSG_DIFF_END:
 		return true;
 	default:
 		return false;
@@ -62,7 +66,8 @@ bool agent_signal_allowed(int64_t sig)
 
 static bool is_data_type(uint8_t type)
 {
-	return type == AGENT_MSG_STDIN || type == AGENT_MSG_STDOUT || type == AGENT_MSG_STDERR;
+	return type == AGENT_MSG_STDIN || type == AGENT_MSG_STDOUT || type == AGENT_MSG_STDERR ||
+	       type == AGENT_MSG_DIFF_DATA;
 }
 
 /* A string member with a byte cap; an embedded NUL cannot occur (strict JSON refuses \u0000). */
@@ -196,6 +201,67 @@ static int decode_exec(const json_t *o, struct agent_msg *m)
 	return 0;
 }
 
+/* DIFF_END's notices: at most PATCH_MAX_NOTICES pairs [path, why], each string 1..PATCH_MAX_NOTICE bytes. */
+static int decode_notices(const json_t *o, struct agent_msg *m)
+{
+	json_t *arr;
+	size_t n;
+	int r;
+
+	r = json_get_array(o, "notices", &arr);
+	if (r < 0) {
+		return r;
+	}
+	n = json_array_size(arr);
+	if (n > PATCH_MAX_NOTICES) {
+		return -E2BIG;
+	}
+	m->notices = calloc(2 * n + 1, sizeof(char *));
+	if (!m->notices) {
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++) {
+		json_t *pair = json_array_get(arr, i);
+		if (!json_is_array(pair) || json_array_size(pair) != 2) {
+			return -EBADMSG;
+		}
+		for (size_t k = 0; k < 2; k++) {
+			json_t *e = json_array_get(pair, k);
+			size_t len = json_is_string(e) ? json_string_length(e) : 0;
+			if (len == 0) {
+				return -EBADMSG;
+			}
+			if (len > PATCH_MAX_NOTICE) {
+				return -E2BIG;
+			}
+			m->notices[2 * i + k] = strdup(json_string_value(e));
+			if (!m->notices[2 * i + k]) {
+				return -ENOMEM;
+			}
+		}
+	}
+	m->n_notices = n;
+	return 0;
+}
+
+static int decode_diff_end(const json_t *o, struct agent_msg *m)
+{
+	static const char *const keys[] = { "id", "bytes", "notices", NULL };
+	int r;
+
+	r = json_only_keys(o, keys);
+	if (r >= 0) {
+		r = get_id(o, false, &m->id);
+	}
+	if (r >= 0) {
+		r = json_get_int(o, "bytes", &m->bytes);
+	}
+	if (r >= 0 && (m->bytes < 0 || (uint64_t)m->bytes > PATCH_MAX_BYTES)) {
+		r = -EBADMSG;
+	}
+	return r < 0 ? r : decode_notices(o, m);
+}
+
 static int decode_json(uint8_t type, const uint8_t *p, size_t n, struct agent_msg *m)
 {
 	static const char *const k_id[] = { "id", NULL };
@@ -222,6 +288,11 @@ static int decode_json(uint8_t type, const uint8_t *p, size_t n, struct agent_ms
 	case AGENT_MSG_PONG:
 		r = json_only_keys(o, k_id);
 		return r < 0 ? r : get_id(o, true, &m->id);
+	case AGENT_MSG_DIFF:
+		r = json_only_keys(o, k_id);
+		return r < 0 ? r : get_id(o, false, &m->id);
+	case AGENT_MSG_DIFF_END:
+		return decode_diff_end(o, m);
 	case AGENT_MSG_SHUTDOWN:
 	case AGENT_MSG_SHUTDOWN_ACK:
 	case AGENT_MSG_BOOT_ACK:
@@ -401,6 +472,37 @@ int proto_emit_json(struct buf *out, uint8_t type, const json_t *o)
 	return r;
 }
 
+static int encode_diff_end(const struct agent_msg *m, json_t *o)
+{
+	json_t *arr;
+	int r;
+
+	if (m->n_notices > PATCH_MAX_NOTICES || m->bytes < 0 || (uint64_t)m->bytes > PATCH_MAX_BYTES ||
+	    (m->n_notices > 0 && !m->notices)) {
+		return -EINVAL;
+	}
+	r = proto_set_int(o, "id", m->id);
+	r = r < 0 ? r : proto_set_int(o, "bytes", m->bytes);
+	arr = r < 0 ? NULL : json_array();
+	if (r >= 0 && (!arr || json_object_set_new(o, "notices", arr) < 0)) {
+		return -ENOMEM;
+	}
+	for (size_t i = 0; r >= 0 && i < m->n_notices; i++) {
+		json_t *pair;
+		for (size_t k = 0; k < 2; k++) {
+			const char *s = m->notices[2 * i + k];
+			if (!s || s[0] == '\0' || strlen(s) > PATCH_MAX_NOTICE) {
+				return -EINVAL;
+			}
+		}
+		r = proto_json_strv(m->notices + 2 * i, 2, &pair);
+		if (r >= 0 && json_array_append_new(arr, pair) < 0) {
+			r = -ENOMEM;
+		}
+	}
+	return r;
+}
+
 int agent_msg_encode(const struct agent_msg *m, struct buf *out)
 {
 	_cleanup_json_ json_t *o = NULL;
@@ -423,6 +525,12 @@ int agent_msg_encode(const struct agent_msg *m, struct buf *out)
 	case AGENT_MSG_PING:
 	case AGENT_MSG_PONG:
 		r = proto_set_int(o, "id", m->id);
+		break;
+	case AGENT_MSG_DIFF:
+		r = m->id < 1 || m->id > AGENT_MAX_ID ? -EINVAL : proto_set_int(o, "id", m->id);
+		break;
+	case AGENT_MSG_DIFF_END:
+		r = encode_diff_end(m, o);
 		break;
 	case AGENT_MSG_EXEC:
 		if (!m->argv || m->argc == 0 || m->argc > AGENT_MAX_ARGS || m->envc > AGENT_MAX_ENV) {

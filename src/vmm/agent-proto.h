@@ -4,6 +4,7 @@
 
 #include "buf.h"
 #include "exit-status.h"
+#include "patch/patch.h"
 
 /*
  * The agent RPC spoken over the tkbox.agent port (the boot config served once
@@ -34,6 +35,7 @@ enum agent_msg_type {
 	AGENT_MSG_WINDOW = 0x05, /* {"id","bytes"}: output credit returned */
 	AGENT_MSG_SHUTDOWN = 0x06, /* {} */
 	AGENT_MSG_CLOCK = 0x07, /* {"sec","nsec"}: the host's CLOCK_REALTIME; no reply */
+	AGENT_MSG_DIFF = 0x08, /* {"id"}: make /workspace's patch (guest/diff.h); one at a time */
 	/* guest -> host */
 	AGENT_MSG_PONG = 0x81, /* {"id"} */
 	AGENT_MSG_STARTED = 0x82, /* {"id","pid"} */
@@ -43,6 +45,8 @@ enum agent_msg_type {
 	AGENT_MSG_ERROR = 0x86, /* {"id","code","message"}; id 0: not about one exec */
 	AGENT_MSG_STDIN_WINDOW = 0x87, /* {"id","bytes"}: stdin credit returned */
 	AGENT_MSG_SHUTDOWN_ACK = 0x88, /* {} */
+	AGENT_MSG_DIFF_DATA = 0x89, /* binary: id, 1..AGENT_MAX_DATA bytes of the patch, in order */
+	AGENT_MSG_DIFF_END = 0x8a, /* {"id","bytes","notices":[["path","why"],...]}: the patch is complete */
 	/* tkbox.boot port */
 	AGENT_MSG_BOOT_REQUEST = 0x91, /* guest -> host: {} the port is open, send the config */
 	AGENT_MSG_BOOT_CONFIG = 0x10, /* host -> guest, once */
@@ -67,6 +71,7 @@ enum agent_msg_type {
 #define AGENT_ERR_BUSY "busy" /* AGENT_MAX_EXECS already running */
 #define AGENT_ERR_EXEC "exec" /* the program could not be started */
 #define AGENT_ERR_PROTO "protocol" /* a message the guest refused */
+#define AGENT_ERR_DIFF "diff" /* the patch could not be made (a cap: the message names it) */
 
 struct agent_msg {
 	uint8_t type;
@@ -87,10 +92,13 @@ struct agent_msg {
 	/* CLOCK: 0..AGENT_MAX_CLOCK_SEC, 0..999999999 */
 	int64_t clock_sec;
 	int64_t clock_nsec;
+	/* DIFF_END: bytes (0..PATCH_MAX_BYTES) above; notices as pairs path, why (2 * n_notices strings) */
+	char **notices;
+	size_t n_notices;
 	/* ERROR */
 	char *err_code;
 	char *message;
-	/* STDIN / STDOUT / STDERR: a view into the decoded payload */
+	/* STDIN / STDOUT / STDERR / DIFF_DATA: a view into the decoded payload */
 	const uint8_t *data;
 	size_t data_len;
 };

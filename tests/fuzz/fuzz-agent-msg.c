@@ -45,8 +45,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	if (agent_msg_decode(type2, p, n, &m2) != 0 || m2.id != m.id || m2.argc != m.argc || m2.envc != m.envc ||
 	    m2.data_len != m.data_len || (m.data_len && memcmp(m.data, m2.data, m.data_len) != 0) ||
-	    m2.clock_sec != m.clock_sec || m2.clock_nsec != m.clock_nsec) {
+	    m2.clock_sec != m.clock_sec || m2.clock_nsec != m.clock_nsec || m2.bytes != m.bytes ||
+	    m2.n_notices != m.n_notices) {
 		abort();
+	}
+	for (size_t i = 0; i < 2 * m.n_notices; i++) {
+		if (strcmp(m.notices[i], m2.notices[i]) != 0) {
+			abort();
+		}
 	}
 	for (size_t i = 0; i < m.argc; i++) {
 		if (strcmp(m.argv[i], m2.argv[i]) != 0) {

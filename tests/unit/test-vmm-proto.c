@@ -227,6 +227,105 @@ static void test_direction(void **state)
 	assert_true(agent_signal_allowed(SIGKILL));
 }
 
+/* Issue 14: DIFF, DIFF_DATA, DIFF_END: round trips, closed keys, one past each cap. */
+static void test_diff_messages(void **state)
+{
+	char *pairs[] = { "a/.git", "left out", "fifo", "special", NULL };
+	struct agent_msg m, d;
+	struct buf b;
+	uint8_t raw[8] = { 0, 0, 0, 5, 'x' };
+	(void)state;
+
+	assert_int_equal(buf_init(&b, 4 << 20, 0), 0);
+	assert_true(agent_msg_from_host(AGENT_MSG_DIFF));
+	assert_true(agent_msg_from_guest(AGENT_MSG_DIFF_DATA));
+	assert_true(agent_msg_from_guest(AGENT_MSG_DIFF_END));
+	assert_false(agent_msg_from_guest(AGENT_MSG_DIFF));
+	/* DIFF {"id"}: 1..AGENT_MAX_ID, nothing else. */
+	assert_int_equal(decode_json(AGENT_MSG_DIFF, "{\"id\":1}", &m), 0);
+	assert_int_equal(m.id, 1);
+	assert_int_equal(decode_json(AGENT_MSG_DIFF, "{\"id\":0}", &m), -EBADMSG);
+	assert_int_equal(decode_json(AGENT_MSG_DIFF, "{\"id\":2147483648}", &m), -EBADMSG);
+	assert_int_equal(decode_json(AGENT_MSG_DIFF, "{\"id\":1,\"x\":1}", &m), -EBADMSG);
+	m = (struct agent_msg){ .type = AGENT_MSG_DIFF, .id = 9 };
+	assert_int_equal(agent_msg_encode(&m, &b), 0);
+	assert_int_equal(decode_buf(&b, &d), 0);
+	assert_int_equal(d.id, 9);
+	buf_reset(&b);
+	/* DIFF_DATA: binary, never empty, AGENT_MAX_DATA at most. */
+	assert_int_equal(agent_msg_decode(AGENT_MSG_DIFF_DATA, raw, 5, &d), 0);
+	assert_int_equal(d.id, 5);
+	assert_int_equal(d.data_len, 1);
+	assert_int_equal(agent_msg_decode(AGENT_MSG_DIFF_DATA, raw, 4, &d), -EBADMSG);
+	{
+		uint8_t *big = calloc(1, AGENT_MAX_DATA + 5);
+		assert_non_null(big);
+		big[3] = 1;
+		assert_int_equal(agent_msg_decode(AGENT_MSG_DIFF_DATA, big, AGENT_MAX_DATA + 4, &d), 0);
+		assert_int_equal(agent_msg_decode(AGENT_MSG_DIFF_DATA, big, AGENT_MAX_DATA + 5, &d), -E2BIG);
+		assert_int_equal(agent_encode_data(&b, AGENT_MSG_DIFF_DATA, 1, big, AGENT_MAX_DATA + 1), -EINVAL);
+		free(big);
+	}
+	/* DIFF_END: round trip with notices. */
+	m = (struct agent_msg){ .type = AGENT_MSG_DIFF_END, .id = 3, .bytes = 42, .notices = pairs, .n_notices = 2 };
+	assert_int_equal(agent_msg_encode(&m, &b), 0);
+	assert_int_equal(decode_buf(&b, &d), 0);
+	assert_int_equal(d.bytes, 42);
+	assert_int_equal(d.n_notices, 2);
+	assert_string_equal(d.notices[0], "a/.git");
+	assert_string_equal(d.notices[3], "special");
+	agent_msg_release(&d);
+	buf_reset(&b);
+	/* Keys: all three, no other; bytes 0..PATCH_MAX_BYTES; pairs of two non-empty strings. */
+	assert_int_equal(decode_json(AGENT_MSG_DIFF_END, "{\"id\":1,\"bytes\":0,\"notices\":[]}", &d), 0);
+	agent_msg_release(&d);
+	assert_int_equal(decode_json(AGENT_MSG_DIFF_END, "{\"id\":1,\"bytes\":0}", &d), -ENOENT);
+	assert_int_equal(decode_json(AGENT_MSG_DIFF_END, "{\"id\":1,\"bytes\":0,\"notices\":[],\"x\":1}", &d),
+			 -EBADMSG);
+	assert_int_equal(decode_json(AGENT_MSG_DIFF_END, "{\"id\":1,\"bytes\":33554432,\"notices\":[]}", &d), 0);
+	agent_msg_release(&d);
+	assert_int_equal(decode_json(AGENT_MSG_DIFF_END, "{\"id\":1,\"bytes\":33554433,\"notices\":[]}", &d), -EBADMSG);
+	assert_int_equal(decode_json(AGENT_MSG_DIFF_END, "{\"id\":1,\"bytes\":-1,\"notices\":[]}", &d), -EBADMSG);
+	assert_int_equal(decode_json(AGENT_MSG_DIFF_END, "{\"id\":1,\"bytes\":0,\"notices\":[[\"a\"]]}", &d), -EBADMSG);
+	assert_int_equal(decode_json(AGENT_MSG_DIFF_END, "{\"id\":1,\"bytes\":0,\"notices\":[[\"a\",\"\"]]}", &d),
+			 -EBADMSG);
+	assert_int_equal(decode_json(AGENT_MSG_DIFF_END, "{\"id\":1,\"bytes\":0,\"notices\":[[\"a\",1]]}", &d),
+			 -EBADMSG);
+	assert_int_equal(decode_json(AGENT_MSG_DIFF_END, "{\"id\":1,\"bytes\":0,\"notices\":[\"a\"]}", &d), -EBADMSG);
+	/* PATCH_MAX_NOTICES notices pass, one more does not; a string of PATCH_MAX_NOTICE bytes passes, one more not. */
+	for (int extra = 0; extra <= 1; extra++) {
+		buf_reset(&b);
+		assert_int_equal(buf_putf(&b, "{\"id\":1,\"bytes\":0,\"notices\":["), 0);
+		for (int i = 0; i < PATCH_MAX_NOTICES + extra; i++) {
+			assert_int_equal(buf_putf(&b, "%s[\"p\",\"w\"]", i ? "," : ""), 0);
+		}
+		assert_int_equal(buf_putf(&b, "]}"), 0);
+		assert_int_equal(agent_msg_decode(AGENT_MSG_DIFF_END, buf_ptr(&b), buf_len(&b), &d),
+				 extra ? -E2BIG : 0);
+		agent_msg_release(&d);
+		buf_reset(&b);
+		assert_int_equal(buf_putf(&b, "{\"id\":1,\"bytes\":0,\"notices\":[[\"p\",\"%0*d\"]]}",
+					  (int)PATCH_MAX_NOTICE + extra, 0),
+				 0);
+		assert_int_equal(agent_msg_decode(AGENT_MSG_DIFF_END, buf_ptr(&b), buf_len(&b), &d),
+				 extra ? -E2BIG : 0);
+		agent_msg_release(&d);
+	}
+	/* The encoder refuses what the decoder would. */
+	buf_reset(&b);
+	m = (struct agent_msg){ .type = AGENT_MSG_DIFF_END, .id = 3, .bytes = (int64_t)PATCH_MAX_BYTES + 1 };
+	assert_int_equal(agent_msg_encode(&m, &b), -EINVAL);
+	m = (struct agent_msg){
+		.type = AGENT_MSG_DIFF_END, .id = 3, .notices = pairs, .n_notices = PATCH_MAX_NOTICES + 1
+	};
+	assert_int_equal(agent_msg_encode(&m, &b), -EINVAL);
+	pairs[1] = "";
+	m = (struct agent_msg){ .type = AGENT_MSG_DIFF_END, .id = 3, .notices = pairs, .n_notices = 1 };
+	assert_int_equal(agent_msg_encode(&m, &b), -EINVAL);
+	assert_int_equal(buf_len(&b), 0);
+	buf_release(&b);
+}
+
 static void test_boot_config(void **state)
 {
 	char *env[] = { "LANG=C", NULL };
@@ -497,6 +596,7 @@ int main(void)
 		cmocka_unit_test(test_boot_config),
 		cmocka_unit_test(test_boot_config_ca),
 		cmocka_unit_test(test_clock),
+		cmocka_unit_test(test_diff_messages),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
