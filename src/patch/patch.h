@@ -21,7 +21,7 @@
  *     names as git writes them: "\"a/x\\ty\" \"b/x\\ty\"");
  *   - extended headers: "old mode M", "new mode M", "new file mode M",
  *     "deleted file mode M", "index H..H[ M]" (M one of 100644, 100755,
- *     120000; H 7..64 lowercase hex), "similarity index"/"dissimilarity index"
+ *     120000; H 7..40 lowercase hex, the same length), "similarity index"/"dissimilarity index"
  *     refused like copies and renames;
  *   - a text body: "--- a/P" or "--- /dev/null" (only with "new file mode"),
  *     "+++ b/P" or "+++ /dev/null" (only with "deleted file mode"), then
@@ -41,10 +41,18 @@
  *   "deleted file mode" line (reference finding F1: git reads that as a file
  *   named dev/null); a creation or deletion with hunks that do not start at
  *   0,0 or end the file; modes other than the three; a gitlink (160000);
- *   text before the first section other than an optional mail-style header
- *   is refused too (the producer never writes any); bytes after the last
- *   hunk that are not a new section; CR before LF in headers; NUL in a
- *   header; any cap below.
+ *   text before the first section (the producer never writes any; no mail
+ *   header either); bytes after the last hunk that are not a new section;
+ *   CR before LF in headers; NUL in a header; any cap below.
+ * Also refused, being forms git diff never writes: names not written
+ * exactly as git writes them (quoting, the TAB after a name with a space,
+ * a/ and b/ prefixes); index lines of more than 40 hex digits (the
+ * cross-check's and the apply child's repositories are SHA-1); a mode
+ * change between 120000 and a file mode (git would turn a link into a file
+ * holding its target, or a file into a link); a binary patch of a symlink;
+ * a binary creation that is a delta; hunks out of order; a creation or
+ * deletion without a body that is not the empty file (e69de29...); a
+ * section that changes nothing.
  */
 
 #define PATCH_MAX_BYTES ((size_t)32 << 20) /* the whole patch */
@@ -68,6 +76,7 @@ struct patch_file {
 	enum patch_op op;
 	uint32_t old_mode; /* 0 for a creation, or when a modify section names no mode */
 	uint32_t new_mode; /* 0 for a deletion, or when a modify section names no mode */
+	/* (a modify's "index H..H MODE" line names both sides' mode: old_mode == new_mode == MODE) */
 	bool binary;
 	bool mode_only; /* a modify with no body */
 	char old_oid[65], new_oid[65]; /* from the index line ("" when none) */
