@@ -9,7 +9,8 @@ int child_confine(enum sandbox_profile p, const char *dir, const char *const *ro
 	struct sandbox_prepared sp = { .ruleset_fd = -1 };
 	int r;
 
-	if (p != SANDBOX_IMAGE_PULL && p != SANDBOX_IMAGE_LOCAL && p != SANDBOX_WORKSPACE) {
+	if (p != SANDBOX_IMAGE_PULL && p != SANDBOX_IMAGE_LOCAL && p != SANDBOX_WORKSPACE &&
+	    p != SANDBOX_APPLY_PREPARE && p != SANDBOX_APPLY_WRITE) {
 		return -EINVAL;
 	}
 	/*

@@ -126,6 +126,7 @@ const char *const sandbox_supervisor_syscalls[] = {
 	"renameat2",
 	"rmdir",
 	"ftruncate",
+	"memfd_create", /* the box's patch goes to the daemon as a sealed memfd (io_memfd_sealed; F_ADD_SEALS: fcntl) */
 	"fsync",
 	"fdatasync",
 	/* Memory (malloc, jansson) */
@@ -174,10 +175,9 @@ const char *const sandbox_system_paths[] = {
 static const char *const sandbox_rw_devices[] = { "/dev/null", "/dev/zero", NULL };
 
 static const char *const profile_names[_SANDBOX_PROFILE_MAX] = {
-	[SANDBOX_SUPERVISOR] = "supervisor",
-	[SANDBOX_IMAGE_PULL] = "image-pull",
-	[SANDBOX_IMAGE_LOCAL] = "image-local",
-	[SANDBOX_WORKSPACE] = "workspace",
+	[SANDBOX_SUPERVISOR] = "supervisor",	   [SANDBOX_IMAGE_PULL] = "image-pull",
+	[SANDBOX_IMAGE_LOCAL] = "image-local",	   [SANDBOX_WORKSPACE] = "workspace",
+	[SANDBOX_APPLY_PREPARE] = "apply-prepare", [SANDBOX_APPLY_WRITE] = "apply-write",
 };
 
 const char *sandbox_profile_name(enum sandbox_profile p)
@@ -219,6 +219,16 @@ static uint64_t landlock_handled(int abi)
 	(LL_READ | LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_TRUNCATE | LANDLOCK_ACCESS_FS_REMOVE_DIR |       \
 	 LANDLOCK_ACCESS_FS_REMOVE_FILE | LANDLOCK_ACCESS_FS_MAKE_DIR | LANDLOCK_ACCESS_FS_MAKE_REG |                  \
 	 LANDLOCK_ACCESS_FS_MAKE_SYM)
+
+/*
+ * The patch writer in the checkout: files, directories (missing parents)
+ * and symlinks made, files replaced (rename within a directory) and
+ * removed; no directory removed, nothing executed, no rename across
+ * directories (no LANDLOCK_ACCESS_FS_REFER).
+ */
+#define LL_RW_APPLY_WRITE                                                                                              \
+	(LL_READ | LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_TRUNCATE | LANDLOCK_ACCESS_FS_REMOVE_FILE |      \
+	 LANDLOCK_ACCESS_FS_MAKE_DIR | LANDLOCK_ACCESS_FS_MAKE_REG | LANDLOCK_ACCESS_FS_MAKE_SYM)
 
 #define LL_RW_SUPERVISOR                                                                                               \
 	(LL_READ | LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_TRUNCATE | LANDLOCK_ACCESS_FS_REMOVE_DIR |       \
@@ -282,7 +292,9 @@ static int landlock_build(enum sandbox_profile p, const char *const *rw, const c
 	for (size_t i = 0; rw && rw[i] && r >= 0; i++) {
 		/* The supervisor makes no directory or link; the children's tools rename across their directory. */
 		r = landlock_allow(fd, h, rw[i],
-				   p == SANDBOX_SUPERVISOR ? LL_RW_SUPERVISOR : LL_RW | LANDLOCK_ACCESS_FS_REFER,
+				   p == SANDBOX_SUPERVISOR    ? LL_RW_SUPERVISOR
+				   : p == SANDBOX_APPLY_WRITE ? LL_RW_APPLY_WRITE
+							      : LL_RW | LANDLOCK_ACCESS_FS_REFER,
 				   false);
 		if (r >= 0 && i == 0 && p == SANDBOX_SUPERVISOR) {
 			r = landlock_allow_rmdir_of(fd, h, rw[i]);
@@ -291,7 +303,16 @@ static int landlock_build(enum sandbox_profile p, const char *const *rw, const c
 	for (size_t i = 0; ro && ro[i] && r >= 0; i++) {
 		r = landlock_allow(fd, h, ro[i], LL_READ, false);
 	}
-	if (p != SANDBOX_SUPERVISOR) {
+	if (p == SANDBOX_APPLY_PREPARE && r >= 0) {
+		/* git reads the checkout, its git dir, the config files it is asked for: anywhere, read only */
+		r = landlock_allow(fd, h, "/", LL_READ, false);
+	}
+	if (p == SANDBOX_APPLY_WRITE) {
+		for (size_t i = 0; sandbox_rw_devices[i] && r >= 0; i++) {
+			r = landlock_allow(fd, h, sandbox_rw_devices[i],
+					   LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_WRITE_FILE, true);
+		}
+	} else if (p != SANDBOX_SUPERVISOR) {
 		for (size_t i = 0; sandbox_system_paths[i] && r >= 0; i++) {
 			r = landlock_allow(fd, h, sandbox_system_paths[i], LL_READ_EXEC, true);
 		}
@@ -328,8 +349,9 @@ static int add_names(scmp_filter_ctx ctx, const char *const *names, uint32_t act
 
 /*
  * The children's denylist: sandbox_denied_syscalls, execution stays
- * allowed; socket() of every family is refused with EACCES, except
- * AF_INET/AF_INET6 for SANDBOX_IMAGE_PULL (its registry connection).
+ * allowed (but for SANDBOX_APPLY_WRITE); socket() of every family is refused
+ * with EACCES, except AF_INET/AF_INET6 for SANDBOX_IMAGE_PULL (its registry
+ * connection).
  */
 static int children_rules(scmp_filter_ctx ctx, enum sandbox_profile p)
 {
@@ -337,6 +359,14 @@ static int children_rules(scmp_filter_ctx ctx, enum sandbox_profile p)
 
 	if (r < 0) {
 		return r;
+	}
+	if (p == SANDBOX_APPLY_WRITE) {
+		/* the writer runs no program */
+		r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(execve), 0);
+		r = r < 0 ? r : seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(execveat), 0);
+		if (r < 0) {
+			return r;
+		}
 	}
 	if (p != SANDBOX_IMAGE_PULL) {
 		r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(socket), 0);

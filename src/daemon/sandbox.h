@@ -36,6 +36,19 @@
  *   /dev/urandom), read/write /dev/null and /dev/zero, nothing else. Extra
  *   read-only inputs (a source tree to snapshot) go in `ro`.
  *
+ * SANDBOX_APPLY_PREPARE: `tkbox-host apply prepare` (the patch door): as
+ *   SANDBOX_WORKSPACE (runs git; no socket(), no connect()), but it reads
+ *   anywhere (Landlock: read beneath "/"; git reads the checkout, its git
+ *   dir and the config files it is asked for) and writes only under `dir`,
+ *   its scratch directory; it executes only under sandbox_system_paths.
+ * SANDBOX_APPLY_WRITE: `tkbox-host apply-write`, the writer: no program
+ *   (execve/execveat refused with EPERM; Landlock grants execution nowhere),
+ *   no socket() or connect(); Landlock: read, write, create files,
+ *   directories and symlinks and remove files under `dir` (the checkout)
+ *   but remove no directory and rename nothing across directories; read
+ *   `ro` (the scratch tree); /dev/null; nothing else, not even the system
+ *   paths (it loads nothing once confined).
+ *
  * SANDBOX_SUPERVISOR only: the parent of the first writable directory may
  * remove that directory (rmdir only), so it can remove its box directory.
  *
@@ -53,6 +66,8 @@ enum sandbox_profile {
 	SANDBOX_IMAGE_PULL,
 	SANDBOX_IMAGE_LOCAL,
 	SANDBOX_WORKSPACE,
+	SANDBOX_APPLY_PREPARE,
+	SANDBOX_APPLY_WRITE,
 	_SANDBOX_PROFILE_MAX,
 };
 
@@ -88,7 +103,7 @@ extern const char *const sandbox_system_paths[];
 /* The kernel's Landlock ABI version, 0 when Landlock is absent or disabled. */
 int sandbox_landlock_abi(void);
 
-/* "supervisor", "image-pull", "image-local", "workspace". */
+/* "supervisor", "image-pull", "image-local", "workspace", "apply-prepare", "apply-write". */
 const char *sandbox_profile_name(enum sandbox_profile p);
 
 /*

@@ -48,6 +48,8 @@
 #define APPLY_MAX_NOTICES 256
 #define APPLY_MAX_ERROR 2048
 #define APPLY_MAX_RULE 64
+#define APPLY_MAX_WHY 512 /* bytes of a notice's reason (helper D: added) */
+#define APPLY_MAX_KIND 64 /* bytes of a FILE's "sensitive" kind (helper D: added) */
 
 enum apply_pre_type {
 	APPLY_PRE_ABSENT = 0,
@@ -111,5 +113,60 @@ struct apply_line {
 void apply_line_release(struct apply_line *l);
 _wur_ int apply_line_encode(const struct apply_line *l, struct buf *out);
 _wur_ int apply_line_decode(const uint8_t *p, size_t n, struct apply_line *ret, char *diag, size_t diag_size);
+
+/*
+ * Helper D's additions (compatible): the exact rules both sides apply, and
+ * builders for the children.
+ *   - "checkout"/"scratch": absolute, no "." or ".." segment, no control
+ *     character, at most PATH_MAX_LEN bytes.
+ *   - FILE "path": path_verify'd, no ".git" segment in any case, unique in
+ *     the plan; a create has pre "absent", a modify or delete has not; a
+ *     create or modify has mode, sha256 (64 lowercase hex) and size
+ *     (0..PATCH_MAX_FILE_BYTES), a delete null, null and 0; pre "file" has
+ *     mode 100644 or 100755, "symlink" 120000, both a sha256; "absent" null,
+ *     null. "sensitive": 1..APPLY_MAX_KIND bytes, no control character.
+ *   - notices: path path_verify'd, why 1..APPLY_MAX_WHY bytes, no control.
+ *   - refused plan: error 1..APPLY_MAX_ERROR bytes, no control; rule
+ *     [A-Za-z0-9_.+ -]{1,APPLY_MAX_RULE} or null; path path_verify'd or null.
+ *   - progress lines: the same rules for their path, error and rule; done
+ *     0..PATCH_MAX_FILES. apply_line_decode takes one whole line, its "\n"
+ *     included (at most APPLY_LINE_MAX bytes), apply_line_encode appends it.
+ * Decoders refuse anything that is not byte for byte what the encoder writes.
+ * Encoders check the same rules first (-E2BIG / -EBADMSG, diag may be NULL
+ * there: they write nothing on failure), -ENOBUFS when out has no room.
+ */
+
+/*
+ * A copy of s for an error or a reason: control characters become '?', cut
+ * at max bytes on a UTF-8 boundary, non-ASCII bytes become '?' when s is not
+ * UTF-8; an empty s becomes "?". NULL only when out of memory.
+ */
+char *apply_text_clean(const char *s, size_t max);
+
+/* A rule name the codec accepts ([A-Za-z0-9_.+ -]{1,APPLY_MAX_RULE}). */
+bool apply_rule_ok(const char *rule);
+
+/*
+ * Add a notice to p (path must pass path_verify, else -EINVAL; why is
+ * cleaned with apply_text_clean). Past APPLY_MAX_NOTICES it is not added and
+ * 1 is returned (the caller may say so elsewhere); 0 when added, -ENOMEM.
+ */
+_wur_ int apply_plan_add_notice(struct apply_plan *p, const char *path, const char *why);
+
+/*
+ * Make p a refusal: msg cleaned (apply_text_clean, APPLY_MAX_ERROR), rule kept
+ * when apply_rule_ok (else null), path kept when it passes path_verify (else
+ * null); the files are released, the notices kept. -ENOMEM.
+ */
+_wur_ int apply_plan_set_error(struct apply_plan *p, const char *msg, const char *rule, const char *path);
+
+/* Release one FILE's strings (apply_plan_release does it for every file). */
+void apply_file_release(struct apply_file *f);
+
+/* "create"/"modify"/"delete" and back (-EINVAL); "100644"/"100755"/"120000" and back (-EINVAL). */
+const char *apply_op_name(enum patch_op op);
+_wur_ int apply_op_from_name(const char *s, enum patch_op *ret);
+const char *apply_mode_name(uint32_t mode);
+_wur_ int apply_mode_from_name(const char *s, uint32_t *ret);
 
 #endif

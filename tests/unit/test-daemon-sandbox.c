@@ -93,6 +93,15 @@ static int probe_execve(void)
 	return refused_or(-1);
 }
 
+/* execve refused by the seccomp filter itself (EPERM; Landlock's refusal would be EACCES). */
+static int probe_execve_seccomp(void)
+{
+	char *argv[] = { "/bin/true", NULL };
+	char *envp[] = { NULL };
+	(void)execve(argv[0], argv, envp);
+	return errno == EPERM ? REFUSED : UNEXPECTED;
+}
+
 /* execve and wait: the children's profiles run programs. */
 static int probe_run_program(void)
 {
@@ -110,6 +119,69 @@ static int probe_run_program(void)
 	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? DONE : REFUSED;
 }
 
+/* A file made before the sandbox in outside_dir (not granted) and in ro_dir (granted read-only to the writer). */
+static char ro_dir[64];
+
+static int probe_read_file(const char *dir)
+{
+	char p[160];
+	int fd;
+	(void)snprintf(p, sizeof(p), "%s/input", dir);
+	fd = open(p, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		(void)close(fd);
+	}
+	return refused_or(fd);
+}
+
+static int probe_read_outside(void)
+{
+	return probe_read_file(outside_dir);
+}
+
+static int probe_read_ro(void)
+{
+	return probe_read_file(ro_dir);
+}
+
+static int probe_write_ro(void)
+{
+	char p[128];
+	(void)snprintf(p, sizeof(p), "%s/input", ro_dir);
+	return refused_or(open(p, O_WRONLY | O_CLOEXEC));
+}
+
+/* What the writer does in the checkout: a directory, a temp file renamed over a name, a symlink, an unlink. */
+static int probe_writer_ops(void)
+{
+	char d[128], t[160], f[160], l[160];
+	int fd;
+	(void)snprintf(d, sizeof(d), "%s/sub", box_dir);
+	(void)snprintf(t, sizeof(t), "%s/.tmp", d);
+	(void)snprintf(f, sizeof(f), "%s/file", d);
+	(void)snprintf(l, sizeof(l), "%s/link", d);
+	if (mkdir(d, 0755) < 0 && errno != EEXIST) {
+		return refused_or(-1);
+	}
+	fd = open(t, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0 || write(fd, "x", 1) != 1 || close(fd) < 0 || rename(t, f) < 0 || symlink("file", l) < 0 ||
+	    unlink(l) < 0 || unlink(f) < 0) {
+		return refused_or(-1);
+	}
+	return DONE;
+}
+
+/* Removing a directory (the writer never does: a delete removes only a file or a symlink). */
+static int probe_rmdir_inside(void)
+{
+	char d[128];
+	(void)snprintf(d, sizeof(d), "%s/gone", box_dir);
+	if (mkdir(d, 0755) < 0 && errno != EEXIST) {
+		return UNEXPECTED;
+	}
+	return refused_or(rmdir(d));
+}
+
 static int probe_ptrace(void)
 {
 	return refused_or((int)ptrace(PTRACE_TRACEME, 0, NULL, NULL));
@@ -124,7 +196,10 @@ static int run(int profile, probe_fn probe)
 	assert_true(pid >= 0);
 	if (pid == 0) {
 		struct sandbox_report rep;
-		if (profile >= 0 && sandbox_apply((enum sandbox_profile)profile, box_dir, &rep) < 0) {
+		const char *rw[] = { box_dir, NULL }, *ro[] = { ro_dir, NULL };
+		/* the writer's one read-only input (the scratch tree); the others read what their profile says */
+		if (profile >= 0 && sandbox_apply_dirs((enum sandbox_profile)profile, rw,
+						       profile == SANDBOX_APPLY_WRITE ? ro : NULL, &rep) < 0) {
 			_exit(SETUP);
 		}
 		_exit(probe());
@@ -152,8 +227,21 @@ static int setup(void **state)
 
 	(void)snprintf(box_dir, sizeof(box_dir), "/tmp/tkbox-sbx-XXXXXX");
 	(void)snprintf(outside_dir, sizeof(outside_dir), "/tmp/tkbox-sbx-out-XXXXXX");
-	if (!mkdtemp(box_dir) || !mkdtemp(outside_dir)) {
+	(void)snprintf(ro_dir, sizeof(ro_dir), "/tmp/tkbox-sbx-ro-XXXXXX");
+	if (!mkdtemp(box_dir) || !mkdtemp(outside_dir) || !mkdtemp(ro_dir)) {
 		return -1;
+	}
+	{
+		char p[160];
+		int fd;
+		(void)snprintf(p, sizeof(p), "%s/input", outside_dir);
+		fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+		(void)close(fd);
+		(void)snprintf(p, sizeof(p), "%s/input", ro_dir);
+		if (fd < 0 || (fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0644)) < 0) {
+			return -1;
+		}
+		(void)close(fd);
 	}
 	(void)snprintf(sock_path, sizeof(sock_path), "%s/signer.sock", outside_dir);
 	(void)snprintf(a.sun_path, sizeof(a.sun_path), "%s", sock_path);
@@ -174,6 +262,15 @@ static int teardown(void **state)
 	(void)unlink(p);
 	(void)snprintf(p, sizeof(p), "%s/kept", box_dir);
 	(void)unlink(p);
+	(void)snprintf(p, sizeof(p), "%s/input", outside_dir);
+	(void)unlink(p);
+	(void)snprintf(p, sizeof(p), "%s/input", ro_dir);
+	(void)unlink(p);
+	(void)snprintf(p, sizeof(p), "%s/gone", box_dir);
+	(void)rmdir(p);
+	(void)snprintf(p, sizeof(p), "%s/sub", box_dir);
+	(void)rmdir(p);
+	(void)rmdir(ro_dir);
 	(void)rmdir(outside_dir);
 	(void)rmdir(box_dir);
 	return 0;
@@ -197,6 +294,12 @@ static void test_controls(void **state)
 	assert_int_equal(run(-1, probe_execve), DONE); /* execve replaced the child: /bin/true exits 0 */
 	assert_int_equal(run(-1, probe_ptrace), DONE);
 	assert_int_equal(run(-1, probe_write_inside), DONE);
+	assert_int_equal(run(-1, probe_read_outside), DONE);
+	assert_int_equal(run(-1, probe_read_ro), DONE);
+	assert_int_equal(run(-1, probe_write_ro), DONE);
+	assert_int_equal(run(-1, probe_writer_ops), DONE);
+	assert_int_equal(run(-1, probe_rmdir_inside), DONE);
+	assert_int_equal(run(-1, probe_run_program), DONE);
 }
 
 static void test_supervisor_profile(void **state)
@@ -234,6 +337,51 @@ static void test_children_profiles(void **state)
 		if (sandbox_landlock_abi() > 0) {
 			assert_int_equal(run(p, probe_write_outside), REFUSED);
 		}
+	}
+}
+
+/*
+ * The patch door's children. The prepare child runs git, reads anywhere and
+ * writes only its scratch; the writer runs nothing, reads only the scratch,
+ * writes only the checkout (files, directories, symlinks; no directory
+ * removed). Neither opens a socket.
+ */
+static void test_apply_profiles(void **state)
+{
+	bool ll = sandbox_landlock_abi() > 0;
+
+	(void)state;
+	assert_string_equal(sandbox_profile_name(SANDBOX_APPLY_PREPARE), "apply-prepare");
+	assert_string_equal(sandbox_profile_name(SANDBOX_APPLY_WRITE), "apply-write");
+	for (int p = SANDBOX_APPLY_PREPARE; p <= SANDBOX_APPLY_WRITE; p++) {
+		assert_int_equal(run(p, probe_write_inside), DONE);
+		assert_int_equal(run(p, probe_writer_ops), DONE);
+		assert_int_equal(run(p, probe_read_ro), DONE);
+		assert_int_equal(run(p, probe_socket_unix), REFUSED);
+		assert_int_equal(run(p, probe_socket_inet), REFUSED);
+		probe_connect_signer_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		assert_true(probe_connect_signer_fd >= 0);
+		assert_int_equal(run(p, probe_connect_signer), REFUSED);
+		(void)close(probe_connect_signer_fd);
+		assert_int_equal(run(p, probe_ptrace), REFUSED);
+		if (ll) {
+			assert_int_equal(run(p, probe_write_outside), REFUSED);
+			assert_int_equal(run(p, probe_write_ro), REFUSED);
+		}
+	}
+	/* prepare: git runs, and it reads anywhere */
+	assert_int_equal(run(SANDBOX_APPLY_PREPARE, probe_run_program), DONE);
+	assert_int_equal(run(SANDBOX_APPLY_PREPARE, probe_read_outside), DONE);
+	assert_int_equal(run(SANDBOX_APPLY_PREPARE, probe_rmdir_inside), DONE);
+	/* the writer: no program at all (seccomp: EPERM), nothing read but its input, no directory removed */
+	assert_int_equal(run(SANDBOX_APPLY_WRITE, probe_execve), REFUSED);
+	assert_int_equal(run(SANDBOX_APPLY_WRITE, probe_execve_seccomp), REFUSED);
+	assert_int_equal(run(SANDBOX_APPLY_WRITE, probe_run_program), REFUSED);
+	if (ll) {
+		assert_int_equal(run(SANDBOX_APPLY_WRITE, probe_read_outside), REFUSED);
+		assert_int_equal(run(SANDBOX_APPLY_WRITE, probe_rmdir_inside), REFUSED);
+	} else {
+		print_message("Landlock: not in this kernel; the writer's file-system checks are skipped\n");
 	}
 }
 
@@ -352,7 +500,7 @@ int main(void)
 		cmocka_unit_test(test_controls),	  cmocka_unit_test(test_supervisor_profile),
 		cmocka_unit_test(test_children_profiles), cmocka_unit_test(test_report),
 		cmocka_unit_test(test_not_root),	  cmocka_unit_test(test_drop_uid),
-		cmocka_unit_test(test_uid_range),
+		cmocka_unit_test(test_uid_range),	  cmocka_unit_test(test_apply_profiles),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
