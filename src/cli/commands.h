@@ -31,11 +31,20 @@ int cmd_ls(int argc, char **argv);
 int cmd_stop(int argc, char **argv);
 int cmd_rm(int argc, char **argv);
 int cmd_export(int argc, char **argv);
+/* The patch door (issue 14): a box's patch shown, and written into a checkout file by file. */
+int cmd_diff(int argc, char **argv);
+int cmd_apply(int argc, char **argv);
 int cmd_approvals(int argc, char **argv);
 int cmd_approve(int argc, char **argv);
 int cmd_reject(int argc, char **argv);
 /* src/image (TKBOX_HAVE_IMAGES) */
 int cmd_images(int argc, char **argv);
 int cmd_workspace(int argc, char **argv);
+/* src/patch: the apply prepare child (cmd-apply-prepare.c) */
+int cmd_apply_prepare(int argc, char **argv);
+/* src/patch: the apply writer child (cmd-apply-write.c) */
+int cmd_apply_write(int argc, char **argv);
+/* src/patch (tkbox-host only): `tkbox-host patch check FILE [--git] [--json]` */
+int cmd_patch(int argc, char **argv);
 
 #endif

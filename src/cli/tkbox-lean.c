@@ -29,21 +29,15 @@ struct command {
 /* The same names and functions as tkbox-host's table (src/cli/tkbox.c). */
 static const struct command client_commands[] = {
 #ifdef TKBOX_HAVE_DAEMON
-	{ "run", cmd_run },
-	{ "exec", cmd_exec },
-	{ "ls", cmd_ls },
-	{ "stop", cmd_stop },
-	{ "rm", cmd_rm },
-	{ "export", cmd_export },
-	{ "approvals", cmd_approvals },
-	{ "approve", cmd_approve },
-	{ "reject", cmd_reject },
+	{ "run", cmd_run },	    { "exec", cmd_exec },	  { "ls", cmd_ls },
+	{ "stop", cmd_stop },	    { "diff", cmd_diff },	  { "apply", cmd_apply },
+	{ "rm", cmd_rm },	    { "export", cmd_export },	  { "approvals", cmd_approvals },
+	{ "approve", cmd_approve }, { "reject", cmd_reject },
 #endif
 #ifdef TKBOX_HAVE_VERIFY
 	{ "verify", cmd_verify },
 #endif
-	{ "version", cmd_version },
-	{ "--version", cmd_version },
+	{ "version", cmd_version }, { "--version", cmd_version },
 };
 
 /* Run tkbox-host from this binary's directory with argv as it is; returns only on failure. */

@@ -18,7 +18,9 @@ static const struct command commands[] = {
 	{ "run", cmd_run, "create and start a box" },
 	{ "exec", cmd_exec, "run a command in a box, decided by the signer first" },
 	{ "ls", cmd_ls, "list boxes" },
-	{ "stop", cmd_stop, "stop a box and close its run" },
+	{ "stop", cmd_stop, "stop a box and save its patch" },
+	{ "diff", cmd_diff, "show a box's changes to /workspace as a git patch" },
+	{ "apply", cmd_apply, "write a stopped box's patch into a checkout, each file decided by the signer" },
 	{ "rm", cmd_rm, "remove a stopped box" },
 	{ "export", cmd_export, "export a box's run as a .tkb bundle and its trust file" },
 	{ "approvals", cmd_approvals, "list the connections boxes wait to have approved" },
@@ -32,6 +34,9 @@ static const struct command commands[] = {
 #ifdef TKBOX_HAVE_VERIFY
 	{ "verify", cmd_verify, "verify a .tkb bundle offline against a pinned trust file" },
 #endif
+	{ "patch", cmd_patch, "check a patch file as the patch door reads it (patch check FILE [--git] [--json])" },
+	{ "apply-prepare", cmd_apply_prepare, "plan a saved patch against a checkout (the apply prepare child)" },
+	{ "apply-write", cmd_apply_write, "write decided files into a checkout (the apply writer child)" },
 	{ "version", cmd_version, "print the version" },
 };
 

@@ -233,6 +233,8 @@ void http_response_release(struct http_response *r)
 		free(r->approval);
 		free(r->trust);
 		free(r->bundle_sha256);
+		free(r->patch_sha256);
+		free(r->patch_summary);
 		*r = (struct http_response){ 0 };
 	}
 }
@@ -302,6 +304,10 @@ int http_response_parse(const uint8_t *p, size_t n, struct http_response *ret, s
 			r = keep_value(&h, &resp.trust);
 		} else if (r >= 0 && name_is(&h, "Tkbox-Bundle-Sha256")) {
 			r = keep_value(&h, &resp.bundle_sha256);
+		} else if (r >= 0 && name_is(&h, "Tkbox-Patch-Sha256")) {
+			r = keep_value(&h, &resp.patch_sha256);
+		} else if (r >= 0 && name_is(&h, "Tkbox-Patch-Summary")) {
+			r = keep_value(&h, &resp.patch_summary);
 		}
 		if (r < 0) {
 			http_response_release(&resp);

@@ -60,6 +60,8 @@ struct http_response {
 	char *approval; /* Tkbox-Approval (a 102 interim response), owned */
 	char *trust; /* Tkbox-Trust, owned */
 	char *bundle_sha256; /* Tkbox-Bundle-Sha256, owned */
+	char *patch_sha256; /* Tkbox-Patch-Sha256 (tkbox diff), owned */
+	char *patch_summary; /* Tkbox-Patch-Summary (tkbox diff: base64url JSON), owned */
 };
 
 void http_response_release(struct http_response *r);

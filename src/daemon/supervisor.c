@@ -16,6 +16,7 @@
 #include "daemon/egress-sup.h"
 #include "daemon/ipc.h"
 #include "daemon/sandbox.h"
+#include "daemon/sup-diff.h"
 #include "daemon/supervisor.h"
 #include "daemon/supmsg.h"
 #include "exec-stream.h"
@@ -79,6 +80,7 @@ struct sup {
 	struct egress_sup *egress; /* the host end of tkbox.egress and the proxy (egress-sup.c) */
 	struct egress_ca *ca; /* the box's CA, until the proxy takes it (NULL: the box has none) */
 	SSL_CTX *client_ctx; /* the origins' trust, loaded with the CA before the supervisor confines itself */
+	struct sup_diff diff; /* the patch door: the one diff the daemon asked for (sup-diff.c) */
 };
 
 static uint64_t now_ms(void)
@@ -87,15 +89,27 @@ static uint64_t now_ms(void)
 }
 
 /* Every message to the daemon goes through the monitor and the one encoder (supmsg.c). */
-static int send_msg(struct sup *s, const struct supmsg *m)
+static int send_msg_fds(struct sup *s, const struct supmsg *m, const int *fds)
 {
 	const char *why = NULL;
-	int r = ipc_send_msg(s->ctl, &s->mon, SUPMSG_TO_DAEMON, m, NULL, &why);
+	int r = ipc_send_msg(s->ctl, &s->mon, SUPMSG_TO_DAEMON, m, fds, &why);
 
 	if (r < 0) {
 		log_warn("supervisor: telling the daemon %s: %s", supmsg_op_name(m->op), why ? why : tk_strerror(r));
 	}
 	return r;
+}
+
+/* A message without fds. */
+static int send_msg(struct sup *s, const struct supmsg *m)
+{
+	return send_msg_fds(s, m, NULL);
+}
+
+/* The diff's answer goes through the same monitor, with the patch's memfd. */
+static int diff_send(void *ctx, const struct supmsg *m, const int *fds)
+{
+	return send_msg_fds(ctx, m, fds);
 }
 
 /* What the proxy tells the daemon goes through the same monitor. */
@@ -547,8 +561,12 @@ static void box_out_check(struct sup *s)
 
 static void agent_event(struct sup *s, const struct agent_event *ev)
 {
-	struct sx *x = ev->type == AGENT_EV_PONG || ev->type == AGENT_EV_SHUTDOWN_ACK ? NULL : sx_by_agent(s, ev->id);
+	struct sx *x;
 
+	if (sup_diff_event(&s->diff, ev)) {
+		return;
+	}
+	x = ev->type == AGENT_EV_PONG || ev->type == AGENT_EV_SHUTDOWN_ACK ? NULL : sx_by_agent(s, ev->id);
 	if (!x) {
 		return;
 	}
@@ -720,6 +738,12 @@ static void stop_box(struct sup *s, const char *reason)
 	}
 	s->stopping = true;
 	s->stop_reason = reason;
+	/* A diff still pending gets its answer before the stopped. */
+	if (sup_diff_deadline(&s->diff) != 0) {
+		char why[SUPMSG_MAX_TEXT];
+		(void)snprintf(why, sizeof(why), "the box stopped before its patch was made (%s)", reason);
+		sup_diff_fail(&s->diff, why);
+	}
 	/* Egress closes the moment a stop begins: tunnels are cut, later OPENs refused. */
 	if (s->egress) {
 		egress_sup_stop(s->egress);
@@ -817,6 +841,9 @@ static int ctl_message(struct sup *s, int *fds, size_t nfds)
 	case SUPMSG_STOP:
 		stop_box(s, "stop");
 		break;
+	case SUPMSG_DIFF:
+		sup_diff_start(&s->diff, s->box->agent, m.diff, now_ms());
+		break;
 	case SUPMSG_SECRETS:
 	case SUPMSG_SECRET_OK:
 	case SUPMSG_EGRESS_DIAL:
@@ -857,6 +884,7 @@ int supervisor_main(int fd)
 		return 1;
 	}
 	supmon_init(&s.mon);
+	sup_diff_init(&s.diff, diff_send, &s);
 	(void)signal(SIGPIPE, SIG_IGN);
 	for (size_t i = 0; i < ARRAY_SIZE(s.x); i++) {
 		s.x[i].fd = -1;
@@ -1026,6 +1054,14 @@ int supervisor_main(int fd)
 			stop_box(&s, s.lost);
 			break;
 		}
+		if (sup_diff_deadline(&s.diff) != 0 && t >= sup_diff_deadline(&s.diff)) {
+			sup_diff_fail(
+				&s.diff,
+				"the box did not make its patch within SUP_DIFF_TIMEOUT_S (300 s); the box goes on");
+		}
+		if (sup_diff_deadline(&s.diff) != 0) {
+			next = MIN(next, sup_diff_deadline(&s.diff));
+		}
 		if (t >= s.lifetime_deadline_ms) {
 			send_event(&s, "box.lifetime", "the box reached its lifetime limit");
 			stop_box(&s, "the box reached its lifetime limit");
@@ -1093,6 +1129,7 @@ int supervisor_main(int fd)
 		}
 	}
 	send_text(&s, SUPMSG_STOPPED, s.stop_reason ? s.stop_reason : "stop");
+	sup_diff_release(&s.diff);
 	egress_sup_free(s.egress);
 	vm_box_free(s.box);
 	buf_release(&s.msg);

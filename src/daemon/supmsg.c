@@ -5,6 +5,7 @@
 #include "strv.h"
 #include "daemon/supmsg.h"
 #include "json.h"
+#include "patch/patch.h"
 #include "vmm/proto-json.h"
 
 #define S(st) (1u << (st))
@@ -27,6 +28,12 @@ enum conn_rule {
 	CN_DIALLED, /* model_call: dialled (unchanged) */
 };
 
+enum diff_rule {
+	DF_NONE, /* carries no diff number */
+	DF_NEW, /* diff: none pending -> this one pending */
+	DF_DONE, /* diff_done: this one pending -> none pending */
+};
+
 /* The monitor's table: one row per operation (supmsg.h shows it as a table). */
 static const struct op_rule {
 	const char *name;
@@ -35,39 +42,44 @@ static const struct op_rule {
 	enum exec_rule exec;
 	int next; /* the state after it, -1: unchanged */
 	enum conn_rule conn;
+	enum diff_rule diff; /* DF_NONE unless named */
 } rules[SUPMSG_OP_COUNT] = {
-	[SUPMSG_BOOT] = { "boot", SUPMSG_TO_SUPERVISOR, S(SUPMON_INIT), EX_NONE, SUPMON_BOOTING, CN_NONE },
-	[SUPMSG_EXEC] = { "exec", SUPMSG_TO_SUPERVISOR, S(SUPMON_UP), EX_NEW, -1, CN_NONE },
+	[SUPMSG_BOOT] = { "boot", SUPMSG_TO_SUPERVISOR, S(SUPMON_INIT), EX_NONE, SUPMON_BOOTING, CN_NONE, DF_NONE },
+	[SUPMSG_EXEC] = { "exec", SUPMSG_TO_SUPERVISOR, S(SUPMON_UP), EX_NEW, -1, CN_NONE, DF_NONE },
 	[SUPMSG_RELEASE] = { "release", SUPMSG_TO_SUPERVISOR, S(SUPMON_UP) | S(SUPMON_STOPPING) | S(SUPMON_OVER),
-			     EX_DONE, -1, CN_NONE },
-	[SUPMSG_STOP] = { "stop", SUPMSG_TO_SUPERVISOR, S(SUPMON_UP), EX_NONE, SUPMON_STOPPING, CN_NONE },
-	[SUPMSG_READY] = { "ready", SUPMSG_TO_DAEMON, S(SUPMON_BOOTING), EX_NONE, SUPMON_UP, CN_NONE },
+			     EX_DONE, -1, CN_NONE, DF_NONE },
+	[SUPMSG_STOP] = { "stop", SUPMSG_TO_SUPERVISOR, S(SUPMON_UP), EX_NONE, SUPMON_STOPPING, CN_NONE, DF_NONE },
+	[SUPMSG_READY] = { "ready", SUPMSG_TO_DAEMON, S(SUPMON_BOOTING), EX_NONE, SUPMON_UP, CN_NONE, DF_NONE },
 	[SUPMSG_FAILED] = { "failed", SUPMSG_TO_DAEMON, S(SUPMON_INIT) | S(SUPMON_BOOTING), EX_NONE, SUPMON_OVER,
-			    CN_NONE },
-	[SUPMSG_DONE] = { "done", SUPMSG_TO_DAEMON, S(SUPMON_UP) | S(SUPMON_STOPPING), EX_OPEN, -1, CN_NONE },
+			    CN_NONE, DF_NONE },
+	[SUPMSG_DONE] = { "done", SUPMSG_TO_DAEMON, S(SUPMON_UP) | S(SUPMON_STOPPING), EX_OPEN, -1, CN_NONE, DF_NONE },
 	[SUPMSG_EVENT] = { "event", SUPMSG_TO_DAEMON, S(SUPMON_BOOTING) | S(SUPMON_UP) | S(SUPMON_STOPPING), EX_NONE,
-			   -1, CN_NONE },
+			   -1, CN_NONE, DF_NONE },
 	[SUPMSG_STOPPED] = { "stopped", SUPMSG_TO_DAEMON, S(SUPMON_UP) | S(SUPMON_STOPPING), EX_NONE, SUPMON_OVER,
-			     CN_NONE },
+			     CN_NONE, DF_NONE },
 	/* Also while stopping: the proxy may have asked before it read the stop (the daemon answers 503). */
 	[SUPMSG_EGRESS_OPEN] = { "egress_open", SUPMSG_TO_DAEMON, S(SUPMON_UP) | S(SUPMON_STOPPING), EX_NONE, -1,
-				 CN_NEW },
-	[SUPMSG_EGRESS_DIAL] = { "egress_dial", SUPMSG_TO_SUPERVISOR, S(SUPMON_UP), EX_NONE, -1, CN_DIAL },
+				 CN_NEW, DF_NONE },
+	[SUPMSG_EGRESS_DIAL] = { "egress_dial", SUPMSG_TO_SUPERVISOR, S(SUPMON_UP), EX_NONE, -1, CN_DIAL, DF_NONE },
 	[SUPMSG_EGRESS_REFUSE] = { "egress_refuse", SUPMSG_TO_SUPERVISOR, S(SUPMON_UP) | S(SUPMON_STOPPING), EX_NONE,
-				   -1, CN_REFUSE },
+				   -1, CN_REFUSE, DF_NONE },
 	[SUPMSG_EGRESS_DONE] = { "egress_done", SUPMSG_TO_DAEMON, S(SUPMON_UP) | S(SUPMON_STOPPING), EX_NONE, -1,
-				 CN_DONE },
+				 CN_DONE, DF_NONE },
 	[SUPMSG_EGRESS_REFUSED] = { "egress_refused", SUPMSG_TO_DAEMON, S(SUPMON_UP) | S(SUPMON_STOPPING), EX_NONE, -1,
-				    CN_NONE },
-	[SUPMSG_SECRETS] = { "secrets", SUPMSG_TO_SUPERVISOR, S(SUPMON_UP), EX_NONE, -1, CN_NONE },
-	[SUPMSG_SECRET_USE] = { "secret_use", SUPMSG_TO_DAEMON, S(SUPMON_UP), EX_NONE, -1, CN_USE },
-	[SUPMSG_SECRET_OK] = { "secret_ok", SUPMSG_TO_SUPERVISOR, S(SUPMON_UP) | S(SUPMON_STOPPING), EX_NONE, -1,
-			       CN_OK },
+				    CN_NONE, DF_NONE },
+	[SUPMSG_SECRETS] = { "secrets", SUPMSG_TO_SUPERVISOR, S(SUPMON_UP), EX_NONE, -1, CN_NONE, DF_NONE },
+	[SUPMSG_SECRET_USE] = { "secret_use", SUPMSG_TO_DAEMON, S(SUPMON_UP), EX_NONE, -1, CN_USE, DF_NONE },
+	[SUPMSG_SECRET_OK] = { "secret_ok", SUPMSG_TO_SUPERVISOR, S(SUPMON_UP) | S(SUPMON_STOPPING), EX_NONE, -1, CN_OK,
+			       DF_NONE },
 	[SUPMSG_SECRET_LEAK] = { "secret_leak", SUPMSG_TO_DAEMON, S(SUPMON_UP) | S(SUPMON_STOPPING), EX_NONE, -1,
-				 CN_NONE },
+				 CN_NONE, DF_NONE },
 	[SUPMSG_MODEL_CALL] = { "model_call", SUPMSG_TO_DAEMON, S(SUPMON_UP) | S(SUPMON_STOPPING), EX_NONE, -1,
-				CN_DIALLED },
-	[SUPMSG_SELFTEST] = { "selftest", SUPMSG_TO_DAEMON, S(SUPMON_UP), EX_NONE, -1, CN_NONE },
+				CN_DIALLED, DF_NONE },
+	[SUPMSG_SELFTEST] = { "selftest", SUPMSG_TO_DAEMON, S(SUPMON_UP), EX_NONE, -1, CN_NONE, DF_NONE },
+	[SUPMSG_DIFF] = { "diff", SUPMSG_TO_SUPERVISOR, S(SUPMON_UP), EX_NONE, -1, CN_NONE, DF_NEW },
+	/* Also while stopping: a stop does not end a pending diff, the supervisor answers it (not ok). */
+	[SUPMSG_DIFF_DONE] = { "diff_done", SUPMSG_TO_DAEMON, S(SUPMON_UP) | S(SUPMON_STOPPING), EX_NONE, -1, CN_NONE,
+			       DF_DONE },
 };
 
 /* The events a supervisor may report (a closed set: they become lines of the box's events file). */
@@ -98,7 +110,7 @@ const char *supmsg_op_name(enum supmsg_op op)
 
 size_t supmsg_fds(const struct supmsg *m)
 {
-	if (m->op == SUPMSG_EGRESS_DIAL || m->op == SUPMSG_SECRETS) {
+	if (m->op == SUPMSG_EGRESS_DIAL || m->op == SUPMSG_SECRETS || (m->op == SUPMSG_DIFF_DONE && m->ok)) {
 		return 1;
 	}
 	if (m->op != SUPMSG_EXEC) {
@@ -153,6 +165,12 @@ void supmsg_release(struct supmsg *m)
 	free(m->model);
 	strv_free(m->ran);
 	strv_free(m->trusted);
+	free(m->sha256);
+	for (size_t i = 0; m->notices && i < m->n_notices; i++) {
+		free(m->notices[i].path);
+		free(m->notices[i].why);
+	}
+	free(m->notices);
 	*m = (struct supmsg){ 0 };
 }
 
@@ -615,6 +633,95 @@ static int decode_inspect(const json_t *o, enum supmsg_op op, struct supmsg *m)
 	}
 }
 
+/* A notice's string: 1..PATCH_MAX_NOTICE bytes without control bytes (the guest's words, shown to a person). */
+static int notice_text(const json_t *a, size_t i, char **ret)
+{
+	const json_t *v = json_array_get(a, i);
+	size_t n;
+
+	if (!json_is_string(v)) {
+		return -EBADMSG;
+	}
+	n = json_string_length(v);
+	if (n > PATCH_MAX_NOTICE) {
+		return -E2BIG;
+	}
+	if (n != strlen(json_string_value(v)) || !line_ok(json_string_value(v), PATCH_MAX_NOTICE)) {
+		return -EBADMSG;
+	}
+	*ret = strdup(json_string_value(v));
+	return *ret ? 0 : -ENOMEM;
+}
+
+/* notices: [[path,why],...], at most PATCH_MAX_NOTICES pairs. */
+static int decode_notices(const json_t *o, struct supmsg *m)
+{
+	json_t *a = NULL;
+	size_t n;
+	int r = json_get_array(o, "notices", &a) < 0 ? -EBADMSG : 0;
+
+	if (r < 0) {
+		return r;
+	}
+	n = json_array_size(a);
+	if (n > PATCH_MAX_NOTICES) {
+		return -E2BIG;
+	}
+	m->notices = n ? calloc(n, sizeof(*m->notices)) : NULL;
+	if (n && !m->notices) {
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const json_t *pair = json_array_get(a, i);
+
+		m->n_notices = i + 1; /* released with m whatever happens next */
+		if (!json_is_array(pair) || json_array_size(pair) != 2) {
+			return -EBADMSG;
+		}
+		r = notice_text(pair, 0, &m->notices[i].path);
+		r = r < 0 ? r : notice_text(pair, 1, &m->notices[i].why);
+		if (r < 0) {
+			return r;
+		}
+	}
+	return 0;
+}
+
+static int decode_diff(const json_t *o, enum supmsg_op op, struct supmsg *m)
+{
+	static const char *const k_diff[] = { "op", "diff", NULL };
+	static const char *const k_done[] = {
+		"op", "diff", "ok", "error", "sha256", "bytes", "files", "notices", NULL
+	};
+	bool has_bytes = false, has_files = false;
+	int r = json_only_keys(o, op == SUPMSG_DIFF ? k_diff : k_done);
+
+	r = r < 0 ? r : integer(o, "diff", 1, SUPMSG_MAX_DIFF, NULL, &m->diff);
+	if (r < 0 || op == SUPMSG_DIFF) {
+		return r;
+	}
+	r = json_get_bool(o, "ok", &m->ok) < 0 ? -EBADMSG : 0;
+	r = r < 0 ? r : text(o, "error", SUPMSG_MAX_TEXT, false, &m->error);
+	r = r < 0 ? r : text(o, "sha256", 64, false, &m->sha256);
+	r = r < 0 ? r : integer(o, "bytes", 0, (int64_t)PATCH_MAX_BYTES, &has_bytes, &m->patch_bytes);
+	r = r < 0 ? r : integer(o, "files", 0, PATCH_MAX_FILES, &has_files, &m->files);
+	if (r < 0) {
+		return r;
+	}
+	if (!m->ok) {
+		/* No patch: why, and nothing that would describe one. */
+		return m->error && m->error[0] && !m->sha256 && !has_bytes && !has_files &&
+				       !json_object_get(o, "notices")
+			       ? 0
+			       : -EBADMSG;
+	}
+	if (m->error || !m->sha256 || !has_bytes || !has_files || strlen(m->sha256) != 64 ||
+	    strspn(m->sha256, "0123456789abcdef") != 64) {
+		return -EBADMSG;
+	}
+	return decode_notices(o, m);
+}
+
 static int decode_op(const json_t *o, enum supmsg_op op, struct supmsg *m)
 {
 	static const char *const k_id[] = { "op", "exec", NULL };
@@ -673,6 +780,9 @@ static int decode_op(const json_t *o, enum supmsg_op op, struct supmsg *m)
 	case SUPMSG_MODEL_CALL:
 	case SUPMSG_SELFTEST:
 		return decode_inspect(o, op, m);
+	case SUPMSG_DIFF:
+	case SUPMSG_DIFF_DONE:
+		return decode_diff(o, op, m);
 	case SUPMSG_OP_COUNT:
 	default:
 		return -EPROTO;
@@ -858,6 +968,43 @@ static int encode_inspect(const struct supmsg *m, json_t *o)
 	}
 }
 
+static int encode_diff(const struct supmsg *m, json_t *o)
+{
+	json_t *a, *pair;
+	int r = put_int(o, "diff", m->diff);
+
+	if (r < 0 || m->op == SUPMSG_DIFF) {
+		return r;
+	}
+	r = put_bool(o, "ok", m->ok);
+	if (r < 0 || !m->ok) {
+		return r < 0 ? r : put_str(o, "error", m->error);
+	}
+	r = put_str(o, "sha256", m->sha256);
+	r = r < 0 ? r : put_int(o, "bytes", m->patch_bytes);
+	r = r < 0 ? r : put_int(o, "files", m->files);
+	if (r < 0) {
+		return r;
+	}
+	if (m->n_notices > 0 && !m->notices) {
+		return -EINVAL;
+	}
+	a = json_array();
+	if (!a || json_object_set_new(o, "notices", a) < 0) {
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < m->n_notices; i++) {
+		if (!m->notices[i].path || !m->notices[i].why) {
+			return -EINVAL;
+		}
+		pair = json_pack("[ss]", m->notices[i].path, m->notices[i].why);
+		if (!pair || json_array_append_new(a, pair) < 0) {
+			return pair ? -ENOMEM : -EINVAL;
+		}
+	}
+	return 0;
+}
+
 static int encode_members(const struct supmsg *m, json_t *o)
 {
 	int r = put_str(o, "op", rules[m->op].name);
@@ -927,6 +1074,9 @@ static int encode_members(const struct supmsg *m, json_t *o)
 	case SUPMSG_MODEL_CALL:
 	case SUPMSG_SELFTEST:
 		return r < 0 ? r : encode_inspect(m, o);
+	case SUPMSG_DIFF:
+	case SUPMSG_DIFF_DONE:
+		return r < 0 ? r : encode_diff(m, o);
 	case SUPMSG_OP_COUNT:
 	default:
 		return -EINVAL;
@@ -1117,6 +1267,12 @@ int supmon_check(const struct supmon *mon, enum supmsg_dir dir, const struct sup
 		if (!why && m->op == SUPMSG_EGRESS_DIAL && m->inspect && !mon->secrets_sent) {
 			why = "an inspected egress_dial before the secrets message";
 		}
+		if (!why && rule->diff == DF_NEW && mon->diff != 0) {
+			why = "a diff while another is pending (one at a time)";
+		}
+		if (!why && rule->diff == DF_DONE && (mon->diff == 0 || mon->diff != m->diff)) {
+			why = "a diff_done for a diff that is not pending (never asked, or already answered)";
+		}
 		if (!why && (m->op == SUPMSG_SECRETS || m->op == SUPMSG_SELFTEST) &&
 		    (m->op == SUPMSG_SECRETS ? mon->secrets_sent : m->op == SUPMSG_SELFTEST && mon->selftest_seen)) {
 			why = m->op == SUPMSG_SECRETS ? "a second secrets message (sent once per box)"
@@ -1158,6 +1314,11 @@ int supmon_apply(struct supmon *mon, enum supmsg_dir dir, const struct supmsg *m
 		break;
 	}
 	conn_apply(mon, rules[m->op].conn, m->conn);
+	if (rules[m->op].diff == DF_NEW) {
+		mon->diff = m->diff;
+	} else if (rules[m->op].diff == DF_DONE) {
+		mon->diff = 0;
+	}
 	if (m->op == SUPMSG_SECRETS) {
 		mon->secrets_sent = true;
 	} else if (m->op == SUPMSG_SELFTEST) {

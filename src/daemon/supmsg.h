@@ -59,6 +59,15 @@
  *     selftest       to daemon  {op,ran[],trusted[],clock_offset_ms}  the box's TLS self-test (ran: the clients the
  *                               guest says it ran; trusted: those whose request reached the proxy over TLS with
  *                               the box's CA) and the guest clock's offset from the host's, in ms
+ *
+ *   the patch door (issue 14; docs/patch.md). A diff is one "diff" number the daemon picks (1..2^53):
+ *     diff           to sup.    {op,diff}   make the box's patch now (the guest walks /workspace's overlay)
+ *     diff_done      to daemon  {op,diff,ok,error?,sha256?,bytes?,files?,notices?}
+ *                               ok: fds: one sealed memfd holding the patch (bytes long, 0..PATCH_MAX_BYTES),
+ *                               parsed by patch_parse in the supervisor; sha256 its digest (64 lower-case hex),
+ *                               files its sections (0..PATCH_MAX_FILES), notices [[path,why],...] the files the
+ *                               guest left out (at most PATCH_MAX_NOTICES, each string 1..PATCH_MAX_NOTICE bytes).
+ *                               not ok: error (1..SUPMSG_MAX_TEXT) says why there is no patch, and nothing else
  */
 
 #define SUPMSG_MAX ((size_t)64 << 10)
@@ -82,6 +91,7 @@
 #define SUPMSG_MAX_SELFTEST 8 /* ran[], trusted[] entries: [a-z0-9]{1,16} */
 #define SUPMSG_MAX_MODEL 128 /* model_call's model */
 #define SUPMSG_MAX_HTTP_PATH 1024 /* model_call's path (EGRESS_INSP_PATH_MAX) */
+#define SUPMSG_MAX_DIFF ((int64_t)1 << 53) /* diff numbers are 1..this */
 
 enum supmsg_op {
 	/* daemon -> supervisor */
@@ -108,6 +118,9 @@ enum supmsg_op {
 	SUPMSG_SECRET_LEAK, /* to daemon */
 	SUPMSG_MODEL_CALL, /* to daemon */
 	SUPMSG_SELFTEST, /* to daemon */
+	/* the patch door */
+	SUPMSG_DIFF, /* to supervisor */
+	SUPMSG_DIFF_DONE, /* to daemon, 1 fd when ok */
 	SUPMSG_OP_COUNT,
 };
 
@@ -188,13 +201,25 @@ struct supmsg {
 	char **ran, **trusted; /* NULL-terminated */
 	size_t n_ran, n_trusted;
 	int64_t clock_offset_ms; /* -2^53..2^53 */
+	/* diff, diff_done: the diff's number; diff_done: ok (above), error (above) when not ok, and when ok: */
+	int64_t diff;
+	char *sha256; /* the patch's digest, 64 lower-case hex */
+	int64_t patch_bytes; /* JSON "bytes": 0..PATCH_MAX_BYTES */
+	int64_t files; /* 0..PATCH_MAX_FILES */
+	struct supmsg_notice {
+		char *path, *why; /* each 1..PATCH_MAX_NOTICE bytes, no control bytes */
+	} * notices;
+	size_t n_notices; /* 0..PATCH_MAX_NOTICES */
 };
 
 /* The direction an operation goes (the tables below). */
 enum supmsg_dir supmsg_op_dir(enum supmsg_op op);
 const char *supmsg_op_name(enum supmsg_op op);
 
-/* The fds an operation carries: exec 1 (the client), 2 with up-front stdin; egress_dial 1; secrets 1; the others 0. */
+/*
+ * The fds an operation carries: exec 1 (the client), 2 with up-front stdin; egress_dial 1; secrets 1; diff_done 1
+ * when ok (the patch's memfd); the others 0.
+ */
 size_t supmsg_fds(const struct supmsg *m);
 
 /*
@@ -246,6 +271,9 @@ void supmsg_release(struct supmsg *m);
  *   secret_leak    to daemon   UP, STOPPING        -
  *   model_call     to daemon   UP, STOPPING        conn N dialled
  *   selftest       to daemon   UP                  once per box
+ *   diff           to sup.     UP                  no diff pending -> diff N pending (one at a time)
+ *   diff_done      to daemon   UP, STOPPING        diff N pending -> none pending (once per diff; a stop does not
+ *                                                  end a pending diff: the supervisor answers it, not ok)
  *
  * Anything else is refused: the daemon kills the supervisor, stops the box
  * and records a tkbox.gap; the supervisor stops the box and exits.
@@ -276,6 +304,7 @@ struct supmon {
 		bool use_pending; /* secret_use sent, secret_ok not yet */
 	} c[SUPMON_MAX_CONNS];
 	bool secrets_sent, selftest_seen;
+	int64_t diff; /* the pending diff's number, 0: none */
 };
 
 void supmon_init(struct supmon *mon);

@@ -42,6 +42,8 @@ struct agent_client {
 	struct agent_msg cur; /* the last event's message (owns its strings) */
 	uint64_t bytes_in;
 	uint64_t clock_due_ms; /* agent_client_clock_tick: 0 = not sent yet */
+	uint32_t diff_id; /* the diff asked and not yet answered (END or ERROR), 0: none */
+	uint64_t diff_bytes; /* DIFF_DATA bytes received for it */
 };
 
 static struct tracked *track_find(struct agent_client *c, uint32_t id)
@@ -305,6 +307,33 @@ int agent_client_shutdown(struct agent_client *c)
 	return r;
 }
 
+int agent_client_diff(struct agent_client *c, uint32_t *ret_id)
+{
+	uint32_t id;
+	int r;
+
+	if (c->dead) {
+		return c->dead;
+	}
+	if (c->diff_id != 0) {
+		return -EBUSY;
+	}
+	/* From the execs' numbers: an ERROR's id then names the diff or one exec, never both. */
+	id = c->next_id;
+	while (track_find(c, id)) {
+		id = id >= AGENT_MAX_ID ? 1 : id + 1;
+	}
+	r = agent_encode_simple(&c->out, AGENT_MSG_DIFF, id);
+	if (r < 0) {
+		return r;
+	}
+	c->next_id = id >= AGENT_MAX_ID ? 1 : id + 1;
+	c->diff_id = id;
+	c->diff_bytes = 0;
+	*ret_id = id;
+	return 0;
+}
+
 const char *agent_client_violation(const struct agent_client *c)
 {
 	return c->why[0] ? c->why : NULL;
@@ -397,7 +426,32 @@ static int to_event(struct agent_client *c, struct agent_event *ev)
 	struct agent_msg *m = &c->cur;
 	struct tracked *t = NULL;
 
-	*ev = (struct agent_event){ .id = m->id };
+	*ev = (struct agent_event){ .id = m->id, .msg = m };
+	/* The diff's frames: only for the one diff asked, its data's count checked at its end. */
+	if (m->type == AGENT_MSG_DIFF_DATA || m->type == AGENT_MSG_DIFF_END ||
+	    (m->type == AGENT_MSG_ERROR && m->id != 0 && m->id == c->diff_id)) {
+		if (c->diff_id == 0 || m->id != c->diff_id) {
+			return violation(c, m->type, "about a diff the host never asked for or that is over", -EPROTO);
+		}
+		if (m->type == AGENT_MSG_DIFF_DATA) {
+			/* Past PATCH_MAX_BYTES the caller refuses the patch (and drops the rest); the count goes on. */
+			c->diff_bytes += m->data_len;
+			ev->type = AGENT_EV_DIFF_DATA;
+			ev->data = m->data;
+			ev->len = m->data_len;
+			return 0;
+		}
+		if (m->type == AGENT_MSG_DIFF_END && (m->bytes < 0 || (uint64_t)m->bytes != c->diff_bytes)) {
+			return violation(c, m->type, "a diff end whose byte count is not the data's", -EPROTO);
+		}
+		c->diff_id = 0;
+		ev->type = m->type == AGENT_MSG_DIFF_END ? AGENT_EV_DIFF_END : AGENT_EV_ERROR;
+		ev->bytes = m->bytes;
+		ev->diff = m->type == AGENT_MSG_ERROR;
+		ev->err_code = m->err_code;
+		ev->message = m->message;
+		return 0;
+	}
 	if (m->type != AGENT_MSG_PONG && m->type != AGENT_MSG_SHUTDOWN_ACK &&
 	    !(m->type == AGENT_MSG_ERROR && m->id == 0)) {
 		t = track_find(c, m->id);

@@ -9,7 +9,9 @@
  * guest sends is hostile: every frame is bounded (AGENT_CLIENT_MAX_FRAME),
  * strict JSON, of a type a guest may send, about an exec the host started,
  * within the credit the host granted, and asked for: a pong answers an
- * outstanding ping once, a SHUTDOWN_ACK answers a shutdown once. Any violation
+ * outstanding ping once, a SHUTDOWN_ACK answers a shutdown once, DIFF_DATA and
+ * one DIFF_END (its byte count equal to the data's) or one ERROR answer the one
+ * diff asked (agent_client_diff). Any violation
  * kills the connection (-EPROTO / -E2BIG, then every call returns that error;
  * agent_client_violation() says which frame broke which rule): the host's
  * memory stays bounded whatever the guest writes.
@@ -24,7 +26,12 @@
  * which also returns the output credit for it to the guest.
  */
 
-#define AGENT_CLIENT_MAX_FRAME (AGENT_MAX_DATA + 4) /* the largest frame a guest may send */
+/*
+ * The largest frame a guest may send: a data frame (AGENT_MAX_DATA + 4), or
+ * a DIFF_END with PATCH_MAX_NOTICES notices of two PATCH_MAX_NOTICE-byte
+ * strings each, JSON-escaped (at most 2 bytes per byte: no control bytes).
+ */
+#define AGENT_CLIENT_MAX_FRAME ((size_t)256 * 1024)
 #define AGENT_CLIENT_OUT_MAX ((size_t)4 << 20) /* queued bytes towards the guest */
 #define AGENT_CLIENT_MAX_TRACKED (2 * AGENT_MAX_EXECS) /* execs the host tracks (the guest refuses past 64) */
 #define AGENT_CLIENT_MAX_PINGS 8 /* pings awaiting their pong (-EBUSY past it) */
@@ -38,6 +45,8 @@ enum agent_event_type {
 	AGENT_EV_ERROR, /* err_code/message; for id != 0 the exec is over */
 	AGENT_EV_STDIN_CREDIT, /* more stdin may be sent for id */
 	AGENT_EV_SHUTDOWN_ACK,
+	AGENT_EV_DIFF_DATA, /* data/len: the next bytes of the patch diff id asked for */
+	AGENT_EV_DIFF_END, /* the patch is whole: bytes (= the data's total), msg->notices; the diff is over */
 };
 
 struct agent_event {
@@ -49,6 +58,10 @@ struct agent_event {
 	struct exit_status exit; /* AGENT_EV_EXIT: as the agent's EXIT carried it */
 	const char *err_code; /* valid until the next call */
 	const char *message;
+	int64_t bytes; /* AGENT_EV_DIFF_END */
+	const struct agent_msg
+		*msg; /* the decoded message (AGENT_EV_DIFF_END: its notices); valid until the next call */
+	bool diff; /* AGENT_EV_ERROR: about the pending diff (id is its id), which is over */
 };
 
 struct agent_client;
@@ -67,6 +80,12 @@ _wur_ int agent_client_stdin(struct agent_client *c, uint32_t id, const void *p,
 _wur_ int agent_client_stdin_close(struct agent_client *c, uint32_t id);
 _wur_ int agent_client_signal(struct agent_client *c, uint32_t id, int sig);
 _wur_ int agent_client_shutdown(struct agent_client *c);
+/*
+ * Queue AGENT_MSG_DIFF: the guest makes /workspace's patch and answers with
+ * DIFF_DATA events then DIFF_END, or an ERROR (ev.diff). One at a time:
+ * -EBUSY while the previous one is not answered.
+ */
+_wur_ int agent_client_diff(struct agent_client *c, uint32_t *ret_id);
 /* Queue AGENT_MSG_CLOCK with the host's CLOCK_REALTIME now: the guest sets its clock from it (no reply). */
 _wur_ int agent_client_clock(struct agent_client *c);
 /*

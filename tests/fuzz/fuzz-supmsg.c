@@ -27,7 +27,8 @@ static void roundtrip(enum supmsg_dir dir, const struct supmsg *m)
 	    m2.model_host != m->model_host || m2.ok != m->ok || m2.n_secrets != m->n_secrets || m2.n_ran != m->n_ran ||
 	    m2.n_trusted != m->n_trusted || m2.input_tokens != m->input_tokens ||
 	    m2.output_tokens != m->output_tokens || m2.clock_offset_ms != m->clock_offset_ms ||
-	    !m2.ca_key != !m->ca_key) {
+	    !m2.ca_key != !m->ca_key || m2.diff != m->diff || m2.patch_bytes != m->patch_bytes ||
+	    m2.files != m->files || m2.n_notices != m->n_notices || !m2.sha256 != !m->sha256) {
 		abort();
 	}
 	supmsg_release(&m2);

@@ -179,6 +179,14 @@ static void test_response(void **state)
 	assert_int_equal(http_response_parse((const uint8_t *)s, strlen(s), &resp, &head), -EBADMSG);
 	s = "HTTP/1.1 200 OK\r\nTkbox-Trust: a\r\nTkbox-Trust: b\r\n\r\n";
 	assert_int_equal(http_response_parse((const uint8_t *)s, strlen(s), &resp, &head), -EBADMSG);
+	/* tkbox diff's headers (issue 14): kept, once each. */
+	s = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nTkbox-Patch-Sha256: cd\r\nTkbox-Patch-Summary: e30\r\n\r\n";
+	assert_int_equal(http_response_parse((const uint8_t *)s, strlen(s), &resp, &head), 1);
+	assert_string_equal(resp.patch_sha256, "cd");
+	assert_string_equal(resp.patch_summary, "e30");
+	http_response_release(&resp);
+	s = "HTTP/1.1 200 OK\r\nTkbox-Patch-Summary: a\r\nTkbox-Patch-Summary: b\r\n\r\n";
+	assert_int_equal(http_response_parse((const uint8_t *)s, strlen(s), &resp, &head), -EBADMSG);
 }
 
 static void test_split(void **state)

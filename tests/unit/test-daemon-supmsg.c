@@ -1006,6 +1006,254 @@ static void test_secrets_monitor(void **state)
 	assert_int_equal(supmon_apply(&mon, SUPMSG_TO_SUPERVISOR, &ok, &why), -EPROTO); /* over */
 }
 
+/* ---- the patch door (issue 14) ---- */
+
+#define SHA "5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03"
+#define DIFF_OK(n)                                                                                                     \
+	"{\"op\":\"diff_done\",\"diff\":" #n ",\"ok\":true,\"sha256\":\"" SHA "\",\"bytes\":10,\"files\":1,"           \
+	"\"notices\":[]}"
+#define DIFF_ERR(n) "{\"op\":\"diff_done\",\"diff\":" #n ",\"ok\":false,\"error\":\"no\"}"
+
+static void test_diff_roundtrip(void **state)
+{
+	struct supmsg_notice nt[2] = { { "a/.git/config", "a .git segment is left out" },
+				       { "fifo", "a special file is left out" } };
+	struct supmsg diff = { .op = SUPMSG_DIFF, .diff = 3 }, d;
+	struct supmsg ok = { .op = SUPMSG_DIFF_DONE,
+			     .diff = 3,
+			     .ok = true,
+			     .sha256 = SHA,
+			     .patch_bytes = 123,
+			     .files = 2,
+			     .notices = nt,
+			     .n_notices = 2 };
+	struct supmsg bad = { .op = SUPMSG_DIFF_DONE, .diff = 3, .error = "the guest could not make the patch: x" };
+	char *s;
+	(void)state;
+
+	s = wire(&diff);
+	assert_string_equal(s, "{\"op\":\"diff\",\"diff\":3}");
+	assert_int_equal(decode(SUPMSG_TO_SUPERVISOR, s, &d), 0);
+	assert_int_equal(d.op, SUPMSG_DIFF);
+	assert_int_equal(d.diff, 3);
+	assert_int_equal(supmsg_fds(&d), 0);
+	supmsg_release(&d);
+	assert_int_equal(decode(SUPMSG_TO_DAEMON, s, &d), -EPROTO); /* a diff is the daemon's word */
+	free(s);
+	s = wire(&ok);
+	assert_int_equal(decode(SUPMSG_TO_DAEMON, s, &d), 0);
+	assert_true(d.ok);
+	assert_int_equal(d.diff, 3);
+	assert_string_equal(d.sha256, SHA);
+	assert_int_equal(d.patch_bytes, 123);
+	assert_int_equal(d.files, 2);
+	assert_int_equal(d.n_notices, 2);
+	assert_string_equal(d.notices[0].path, "a/.git/config");
+	assert_string_equal(d.notices[1].why, "a special file is left out");
+	assert_null(d.error);
+	assert_int_equal(supmsg_fds(&d), 1); /* the patch's memfd */
+	supmsg_release(&d);
+	assert_int_equal(decode(SUPMSG_TO_SUPERVISOR, s, &d), -EPROTO);
+	free(s);
+	s = wire(&bad);
+	assert_int_equal(decode(SUPMSG_TO_DAEMON, s, &d), 0);
+	assert_false(d.ok);
+	assert_string_equal(d.error, "the guest could not make the patch: x");
+	assert_null(d.sha256);
+	assert_int_equal(supmsg_fds(&d), 0); /* no patch, no fd */
+	supmsg_release(&d);
+	free(s);
+}
+
+/* Every key of both messages: the closed key set, each range and cap one past it, the ok/not-ok shapes. */
+static void test_diff_closed(void **state)
+{
+	static const char *const refused[] = {
+		/* diff */
+		"{\"op\":\"diff\"}",
+		"{\"op\":\"diff\",\"diff\":0}",
+		"{\"op\":\"diff\",\"diff\":9007199254740992}",
+		"{\"op\":\"diff\",\"diff\":\"1\"}",
+		"{\"op\":\"diff\",\"diff\":1,\"x\":1}",
+		/* diff_done: numbers */
+		"{\"op\":\"diff_done\",\"ok\":false,\"error\":\"no\"}",
+		"{\"op\":\"diff_done\",\"diff\":0,\"ok\":false,\"error\":\"no\"}",
+		"{\"op\":\"diff_done\",\"diff\":1,\"error\":\"no\"}",
+		"{\"op\":\"diff_done\",\"diff\":1,\"ok\":1,\"error\":\"no\"}",
+		"{\"op\":\"diff_done\",\"diff\":1,\"ok\":false,\"error\":\"no\",\"y\":1}",
+		/* not ok: an error and nothing else */
+		"{\"op\":\"diff_done\",\"diff\":1,\"ok\":false}",
+		"{\"op\":\"diff_done\",\"diff\":1,\"ok\":false,\"error\":\"\"}",
+		"{\"op\":\"diff_done\",\"diff\":1,\"ok\":false,\"error\":\"no\",\"sha256\":\"" SHA "\"}",
+		"{\"op\":\"diff_done\",\"diff\":1,\"ok\":false,\"error\":\"no\",\"bytes\":1}",
+		"{\"op\":\"diff_done\",\"diff\":1,\"ok\":false,\"error\":\"no\",\"files\":1}",
+		"{\"op\":\"diff_done\",\"diff\":1,\"ok\":false,\"error\":\"no\",\"notices\":[]}",
+		/* ok: digest, bytes, files and notices, no error */
+		"{\"op\":\"diff_done\",\"diff\":1,\"ok\":true,\"bytes\":1,\"files\":1,\"notices\":[]}",
+		"{\"op\":\"diff_done\",\"diff\":1,\"ok\":true,\"sha256\":\"" SHA "\",\"files\":1,\"notices\":[]}",
+		"{\"op\":\"diff_done\",\"diff\":1,\"ok\":true,\"sha256\":\"" SHA "\",\"bytes\":1,\"notices\":[]}",
+		"{\"op\":\"diff_done\",\"diff\":1,\"ok\":true,\"sha256\":\"" SHA "\",\"bytes\":1,\"files\":1}",
+		"{\"op\":\"diff_done\",\"diff\":1,\"ok\":true,\"sha256\":\"" SHA "\",\"bytes\":1,\"files\":1,"
+		"\"notices\":[],\"error\":\"x\"}",
+		"{\"op\":\"diff_done\",\"diff\":1,\"ok\":true,\"sha256\":"
+		"\"5891B5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d0"
+		"8286a2e846f6be03\",\"bytes\":1,\"files\":1,\"notices\":[]}",
+		"{\"op\":\"diff_done\",\"diff\":1,\"ok\":true,\"sha256\":\"5891b5b5\",\"bytes\":1,\"files\":1,"
+		"\"notices\":[]}",
+		/* bytes one past PATCH_MAX_BYTES (32 MiB), files one past PATCH_MAX_FILES, negative */
+		"{\"op\":\"diff_done\",\"diff\":1,\"ok\":true,\"sha256\":\"" SHA "\",\"bytes\":33554433,\"files\":1,"
+		"\"notices\":[]}",
+		"{\"op\":\"diff_done\",\"diff\":1,\"ok\":true,\"sha256\":\"" SHA "\",\"bytes\":-1,\"files\":1,"
+		"\"notices\":[]}",
+		"{\"op\":\"diff_done\",\"diff\":1,\"ok\":true,\"sha256\":\"" SHA "\",\"bytes\":1,\"files\":4097,"
+		"\"notices\":[]}",
+		/* notices: pairs of non-empty strings without control bytes */
+		"{\"op\":\"diff_done\",\"diff\":1,\"ok\":true,\"sha256\":\"" SHA "\",\"bytes\":1,\"files\":1,"
+		"\"notices\":[[\"a\"]]}",
+		"{\"op\":\"diff_done\",\"diff\":1,\"ok\":true,\"sha256\":\"" SHA "\",\"bytes\":1,\"files\":1,"
+		"\"notices\":[[\"a\",\"b\",\"c\"]]}",
+		"{\"op\":\"diff_done\",\"diff\":1,\"ok\":true,\"sha256\":\"" SHA "\",\"bytes\":1,\"files\":1,"
+		"\"notices\":[[\"\",\"b\"]]}",
+		"{\"op\":\"diff_done\",\"diff\":1,\"ok\":true,\"sha256\":\"" SHA "\",\"bytes\":1,\"files\":1,"
+		"\"notices\":[[\"a\",1]]}",
+		"{\"op\":\"diff_done\",\"diff\":1,\"ok\":true,\"sha256\":\"" SHA "\",\"bytes\":1,\"files\":1,"
+		"\"notices\":[[\"a\\u001b[31m\",\"b\"]]}",
+		"{\"op\":\"diff_done\",\"diff\":1,\"ok\":true,\"sha256\":\"" SHA "\",\"bytes\":1,\"files\":1,"
+		"\"notices\":[[\"a\\u0000b\",\"b\"]]}",
+		"{\"op\":\"diff_done\",\"diff\":1,\"ok\":true,\"sha256\":\"" SHA "\",\"bytes\":1,\"files\":1,"
+		"\"notices\":{}}",
+		"{\"op\":\"diff_done\",\"diff\":1,\"ok\":true,\"sha256\":\"" SHA "\",\"bytes\":1,\"files\":1,"
+		"\"notices\":[\"a\"]}",
+	};
+	struct supmsg d;
+	char *s;
+	json_t *a, *o, *v = NULL;
+	char *big;
+	(void)state;
+
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		int r = decode(strstr(refused[i], "diff_done") ? SUPMSG_TO_DAEMON : SUPMSG_TO_SUPERVISOR, refused[i],
+			       &d);
+		if (r != -EBADMSG && r != -E2BIG) {
+			fail_msg("accepted (%d): %s", r, refused[i]);
+		}
+	}
+	/* The edges that pass: 0 bytes and files (an empty patch), the caps themselves. */
+	assert_int_equal(decode(SUPMSG_TO_DAEMON,
+				"{\"op\":\"diff_done\",\"diff\":9007199254740991,\"ok\":true,\"sha256\":\"" SHA
+				"\",\"bytes\":0,\"files\":0,\"notices\":[]}",
+				&d),
+			 0);
+	supmsg_release(&d);
+	assert_int_equal(decode(SUPMSG_TO_DAEMON,
+				"{\"op\":\"diff_done\",\"diff\":1,\"ok\":true,\"sha256\":\"" SHA
+				"\",\"bytes\":33554432,\"files\":4096,\"notices\":[]}",
+				&d),
+			 0);
+	supmsg_release(&d);
+
+	/* PATCH_MAX_NOTICES (64) notices pass, 65 are past the cap. */
+	o = json_pack("{s:s,s:i,s:b,s:s,s:i,s:i}", "op", "diff_done", "diff", 1, "ok", 1, "sha256", SHA, "bytes", 1,
+		      "files", 1);
+	a = json_array();
+	assert_non_null(o);
+	assert_non_null(a);
+	for (int i = 0; i < 64; i++) {
+		assert_int_equal(json_array_append_new(a, json_pack("[ss]", "p", "w")), 0);
+	}
+	assert_int_equal(json_object_set(o, "notices", a), 0);
+	s = json_dumps(o, JSON_COMPACT);
+	assert_int_equal(decode(SUPMSG_TO_DAEMON, s, &d), 0);
+	assert_int_equal(d.n_notices, 64);
+	supmsg_release(&d);
+	free(s);
+	assert_int_equal(json_array_append_new(a, json_pack("[ss]", "p", "w")), 0);
+	s = json_dumps(o, JSON_COMPACT);
+	assert_int_equal(decode(SUPMSG_TO_DAEMON, s, &d), -E2BIG);
+	free(s);
+	/* A notice string of PATCH_MAX_NOTICE (512) bytes passes, 513 is past the cap. */
+	big = malloc(514);
+	assert_non_null(big);
+	memset(big, 'x', 513);
+	big[512] = '\0';
+	assert_int_equal(json_array_clear(a), 0);
+	assert_int_equal(json_array_append_new(a, json_pack("[ss]", big, "w")), 0);
+	s = json_dumps(o, JSON_COMPACT);
+	assert_int_equal(decode(SUPMSG_TO_DAEMON, s, &d), 0);
+	supmsg_release(&d);
+	free(s);
+	big[512] = 'x';
+	big[513] = '\0';
+	assert_int_equal(json_array_clear(a), 0);
+	assert_int_equal(json_array_append_new(a, json_pack("[ss]", "p", big)), 0);
+	s = json_dumps(o, JSON_COMPACT);
+	assert_int_equal(decode(SUPMSG_TO_DAEMON, s, &d), -E2BIG);
+	free(s);
+	json_decref(a);
+	json_decref(o);
+	/* The encoder refuses what the decoder would: an ok without a digest, a not-ok without its error. */
+	{
+		struct supmsg m = { .op = SUPMSG_DIFF_DONE, .diff = 1, .ok = true, .patch_bytes = 1, .files = 1 };
+		assert_int_equal(supmsg_encode(&m, &v), -EINVAL);
+		m = (struct supmsg){ .op = SUPMSG_DIFF_DONE, .diff = 1 };
+		assert_int_equal(supmsg_encode(&m, &v), -EINVAL);
+		m = (struct supmsg){ .op = SUPMSG_DIFF, .diff = 0 };
+		assert_int_equal(supmsg_encode(&m, &v), -EINVAL);
+		/* An error of SUPMSG_MAX_TEXT + 1 bytes. */
+		free(big);
+		big = malloc(SUPMSG_MAX_TEXT + 2);
+		assert_non_null(big);
+		memset(big, 'e', SUPMSG_MAX_TEXT + 1);
+		big[SUPMSG_MAX_TEXT + 1] = '\0';
+		m = (struct supmsg){ .op = SUPMSG_DIFF_DONE, .diff = 1, .error = big };
+		assert_int_equal(supmsg_encode(&m, &v), -EINVAL);
+		big[SUPMSG_MAX_TEXT] = '\0';
+		assert_int_equal(supmsg_encode(&m, &v), 0);
+		json_decref(v);
+		v = NULL;
+	}
+	free(big);
+	assert_null(v);
+}
+
+/* The monitor's issue-14 rows: one diff at a time, each answered once, only the pending one, also while stopping. */
+static void test_diff_monitor(void **state)
+{
+	struct supmon mon;
+	struct supmsg diff1 = { .op = SUPMSG_DIFF, .diff = 1 }, diff2 = { .op = SUPMSG_DIFF, .diff = 2 };
+	struct supmsg stop = { .op = SUPMSG_STOP };
+	const char *why = NULL;
+	(void)state;
+
+	supmon_init(&mon);
+	assert_int_equal(supmon_apply(&mon, SUPMSG_TO_SUPERVISOR, &diff1, &why), -EPROTO); /* before boot */
+	assert_non_null(strstr(why, "state"));
+	assert_int_equal(send(&mon, &boot_msg), 0);
+	assert_int_equal(supmon_apply(&mon, SUPMSG_TO_SUPERVISOR, &diff1, &why), -EPROTO); /* booting */
+	assert_int_equal(receive(&mon, READY, &why), 0);
+	/* An answer nobody asked for. */
+	assert_int_equal(receive(&mon, DIFF_OK(1), &why), -EPROTO);
+	assert_non_null(strstr(why, "not pending"));
+	assert_int_equal(supmon_apply(&mon, SUPMSG_TO_SUPERVISOR, &diff1, &why), 0);
+	/* One at a time. */
+	assert_int_equal(supmon_apply(&mon, SUPMSG_TO_SUPERVISOR, &diff2, &why), -EPROTO);
+	assert_non_null(strstr(why, "one at a time"));
+	/* The answer names the pending diff, and comes once. */
+	assert_int_equal(receive(&mon, DIFF_OK(2), &why), -EPROTO);
+	assert_non_null(strstr(why, "not pending"));
+	assert_int_equal(receive(&mon, DIFF_OK(1), &why), 0);
+	assert_int_equal(receive(&mon, DIFF_ERR(1), &why), -EPROTO);
+	assert_non_null(strstr(why, "not pending"));
+	/* The next diff; a stop does not end it: its answer still comes while stopping, not after. */
+	assert_int_equal(supmon_apply(&mon, SUPMSG_TO_SUPERVISOR, &diff2, &why), 0);
+	assert_int_equal(send(&mon, &stop), 0);
+	assert_int_equal(supmon_apply(&mon, SUPMSG_TO_SUPERVISOR, &diff1, &why), -EPROTO); /* no new diff */
+	assert_non_null(strstr(why, "state"));
+	assert_int_equal(receive(&mon, DIFF_ERR(2), &why), 0);
+	assert_int_equal(receive(&mon, "{\"op\":\"stopped\",\"reason\":\"stop\"}", &why), 0);
+	assert_int_equal(receive(&mon, DIFF_ERR(2), &why), -EPROTO); /* over */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1014,7 +1262,8 @@ int main(void)
 		cmocka_unit_test(test_monitor_cap),	  cmocka_unit_test(test_egress_roundtrip),
 		cmocka_unit_test(test_egress_closed),	  cmocka_unit_test(test_egress_monitor),
 		cmocka_unit_test(test_secrets_roundtrip), cmocka_unit_test(test_secrets_closed),
-		cmocka_unit_test(test_secrets_monitor),
+		cmocka_unit_test(test_secrets_monitor),	  cmocka_unit_test(test_diff_roundtrip),
+		cmocka_unit_test(test_diff_closed),	  cmocka_unit_test(test_diff_monitor),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
