@@ -11,6 +11,7 @@
 #include "egress/preset.h"
 #include "json.h"
 #include "log.h"
+#include "path.h"
 #include "secmem.h"
 #include "strv.h"
 
@@ -23,6 +24,8 @@ const struct api_route api_routes[] = {
 	{ HTTP_POST, "/v1/boxes/{box}/exec", API_OP_EXEC },
 	{ HTTP_POST, "/v1/boxes/{box}/stop", API_OP_STOP },
 	{ HTTP_POST, "/v1/boxes/{box}/export", API_OP_EXPORT },
+	{ HTTP_GET, "/v1/boxes/{box}/diff", API_OP_DIFF },
+	{ HTTP_POST, "/v1/boxes/{box}/apply", API_OP_APPLY },
 	{ HTTP_GET, "/v1/approvals", API_OP_APPROVALS },
 	{ HTTP_POST, "/v1/approvals/{id}/approve", API_OP_APPROVE },
 	{ HTTP_POST, "/v1/approvals/{id}/reject", API_OP_REJECT },
@@ -631,6 +634,50 @@ int api_decode_exec(const void *body, size_t n, struct api_exec_req *ret, struct
 	}
 	if (k < 0) {
 		api_exec_req_release(&r);
+		return k;
+	}
+	*ret = r;
+	return 0;
+}
+
+/* ---------------------------------------------------------------- apply */
+
+void api_apply_req_release(struct api_apply_req *r)
+{
+	json_decref(r->root);
+	*r = (struct api_apply_req){ 0 };
+}
+
+/* An optional boolean (absent: false). */
+static int get_opt_bool(const json_t *o, const char *key, bool *ret)
+{
+	int r = json_get_bool(o, key, ret);
+
+	if (r == -ENOENT) {
+		*ret = false;
+		return 0;
+	}
+	return r < 0 ? -EBADMSG : 0;
+}
+
+int api_decode_apply(const void *body, size_t n, struct api_apply_req *ret, struct api_error *ret_err)
+{
+	static const char *const keys[] = { "checkout", "allow_sensitive", "dry_run", NULL };
+	struct api_apply_req r = { 0 };
+	int k = parse_object(body, n, keys, &r.root, ret_err);
+
+	if (k >= 0 && (get_opt_string(r.root, "checkout", &r.checkout) < 0 ||
+		       (r.checkout && (strlen(r.checkout) > DAEMON_MAX_OPT_PATH || !path_is_normal_abs(r.checkout))))) {
+		k = api_refuse(ret_err, 400, "bad_request",
+			       "--checkout must be an absolute path of at most 4096 bytes without . or .. segments or "
+			       "control characters (tkbox apply makes it absolute with realpath)");
+	}
+	if (k >= 0 && (get_opt_bool(r.root, "allow_sensitive", &r.allow_sensitive) < 0 ||
+		       get_opt_bool(r.root, "dry_run", &r.dry_run) < 0)) {
+		k = api_refuse(ret_err, 400, "bad_request", "allow_sensitive and dry_run must be true or false");
+	}
+	if (k < 0) {
+		api_apply_req_release(&r);
 		return k;
 	}
 	*ret = r;

@@ -52,6 +52,8 @@ enum api_op {
 	API_OP_APPROVALS,
 	API_OP_APPROVE,
 	API_OP_REJECT,
+	API_OP_DIFF,
+	API_OP_APPLY,
 	API_OP_COUNT,
 };
 
@@ -122,7 +124,21 @@ struct api_exec_req {
 _wur_ int api_decode_exec(const void *body, size_t n, struct api_exec_req *ret, struct api_error *ret_err);
 void api_exec_req_release(struct api_exec_req *r);
 
-/* The operations without fields (info, list, show, rm, stop, export): an empty body or {}. */
+/*
+ * POST /v1/boxes/{box}/apply: {checkout?, allow_sensitive?, dry_run?} (closed key set). checkout: an absolute path
+ * (path_is_normal_abs) of at most DAEMON_MAX_OPT_PATH bytes; absent: the box's --workspace source. The two flags
+ * are booleans, false when absent. Strings point into root.
+ */
+struct api_apply_req {
+	json_t *root;
+	const char *checkout; /* NULL: the box's --workspace source */
+	bool allow_sensitive, dry_run;
+};
+
+_wur_ int api_decode_apply(const void *body, size_t n, struct api_apply_req *ret, struct api_error *ret_err);
+void api_apply_req_release(struct api_apply_req *r);
+
+/* The operations without fields (info, list, show, rm, stop, export, diff): an empty body or {}. */
 _wur_ int api_decode_empty(const void *body, size_t n, struct api_error *ret_err);
 
 #endif

@@ -11,11 +11,13 @@
 #include "json.h"
 #include "signer/rpcmsg.h"
 #include "log.h"
+#include "strv.h"
 
 void crossing_result_release(struct crossing_result *r)
 {
 	free(r->error);
 	free(r->stdin_sha256);
+	strv_free(r->written_paths);
 	*r = (struct crossing_result){ 0 };
 }
 
@@ -263,6 +265,14 @@ static json_t *complete_request(const struct crossing *x, const struct crossing_
 		(void)json_object_set_new(req, "bytes_down", json_integer(res->bytes_down));
 		(void)json_object_set_new(req, "duration_ms", json_integer(res->duration_ms));
 	}
+	/* A file write: what it wrote ([] when nothing), in the signed completion (tool.result output.value). */
+	if (req && res->written_paths) {
+		json_t *a = json_array();
+		for (char **p = res->written_paths; a && *p; p++) {
+			(void)json_array_append_new(a, json_string(*p));
+		}
+		(void)json_object_set_new(req, "written_paths", a);
+	}
 	return req;
 }
 
@@ -299,9 +309,8 @@ static int crossing_observe(struct crossing *x)
 	return 0;
 }
 
-int crossing_run(struct crossing *x)
+int crossing_gate_only(struct crossing *x)
 {
-	struct crossing_result res = { 0 };
 	int r;
 
 	x->refusal = (struct crossing_refusal){ 0 };
@@ -311,23 +320,36 @@ int crossing_run(struct crossing *x)
 	if (r < 0) {
 		return refuse(x, r, 500, "internal", NULL, "the arguments: %s", tk_strerror(r));
 	}
-	if (!x->unrecorded) {
-		r = x->door->observe_kind ? crossing_observe(x) : crossing_gate(x);
-		if (r < 0) {
-			return r;
-		}
+	if (x->unrecorded) {
+		return 0;
+	}
+	return x->door->observe_kind ? crossing_observe(x) : crossing_gate(x);
+}
+
+void crossing_finish(struct crossing *x, const struct crossing_result *res)
+{
+	if (res->started) {
+		crossing_done_event(x, res);
+	}
+	if (x->decided) {
+		crossing_complete(x, res);
+	}
+	if (res->started && x->door->after) {
+		x->door->after(x, res);
+	}
+}
+
+int crossing_run(struct crossing *x)
+{
+	struct crossing_result res = { 0 };
+	int r = crossing_gate_only(x);
+
+	if (r < 0) {
+		return r;
 	}
 	r = x->door->act(x, &res);
 	res.started = r >= 0;
-	if (res.started) {
-		crossing_done_event(x, &res);
-	}
-	if (x->decided) {
-		crossing_complete(x, &res);
-	}
-	if (res.started && x->door->after) {
-		x->door->after(x, &res);
-	}
+	crossing_finish(x, &res);
 	crossing_result_release(&res);
 	return r < 0 ? r : 0;
 }

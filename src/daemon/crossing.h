@@ -64,6 +64,8 @@ struct crossing_result {
 	/* A connection (the network door): its bytes each way and how long it lasted, each 0..2^53-1. */
 	bool has_transfer;
 	int64_t bytes_up, bytes_down, duration_ms;
+	/* A file write (the patch door): the files this act wrote (owned strv; an empty one is sent as []), or NULL. */
+	char **written_paths;
 };
 
 void crossing_result_release(struct crossing_result *r);
@@ -137,6 +139,20 @@ struct crossing {
  * did not decide, or the act's error).
  */
 _wur_ int crossing_run(struct crossing *x);
+
+/*
+ * The same life in two steps, for a door that decides N crossings first and
+ * acts on them later (the patch door: every file decided before any is
+ * written). crossing_gate_only decides (or observes) x: 0 when it may act
+ * (x->decided says whether a completion is owed), < 0 refused as in
+ * crossing_run. crossing_finish then records how the act ended (res->started
+ * false: it never began): the <door>.done event when it started, the
+ * completion when it was decided (a completion the signer does not take is
+ * counted), and the door's after. Each decided crossing must be finished
+ * exactly once.
+ */
+_wur_ int crossing_gate_only(struct crossing *x);
+void crossing_finish(struct crossing *x, const struct crossing_result *res);
 
 /* Release what crossing_run left in x (the refusal's extra). */
 void crossing_release(struct crossing *x);

@@ -24,6 +24,7 @@
 #include "io.h"
 #include "crypto.h"
 #include "daemon/api-proto.h"
+#include "daemon/apply.h"
 #include "daemon/crossing.h"
 #include "daemon/daemon.h"
 #include "daemon/door.h"
@@ -147,6 +148,13 @@ struct box {
 	bool selftest_seen; /* the supervisor's selftest came */
 	json_t *selftest; /* {ran, trusted} */
 	int64_t clock_offset_ms; /* the guest's clock minus the host's, at its self-test */
+	/* The patch door (apply.c): one diff at a time, the patch saved at stop, one apply at a time. */
+	int64_t diff_no; /* the pending diff's number (0: none) */
+	bool diff_done;
+	bool diff_abandoned; /* its waiter gave up (DAEMON_DIFF_TIMEOUT_S): the answer is dropped when it comes */
+	struct box_patch diff; /* the pending diff's answer */
+	json_t *patch; /* the box JSON's "patch": what stop saved, or why nothing was */
+	bool applying;
 	struct box *next;
 };
 
@@ -365,6 +373,10 @@ static void box_load_fields(struct box *b, const json_t *v, const char *state)
 	if (json_get_int(v, "created", &i) >= 0) {
 		b->created_s = i;
 	}
+	if (json_get_string(v, "workspace", &s) >= 0) {
+		b->workspace = strdup(s); /* apply's default checkout */
+	}
+	b->patch = apply_patch_box_json(b->dir);
 	/* The allowlist box_save kept in egress.json; none readable (an older daemon's box) shows an empty one. */
 	{
 		_cleanup_free_ char *epath = NULL, *text = NULL;
@@ -403,6 +415,7 @@ static int load_box(const char *dir, const char *name)
 	(void)snprintf(b->name, sizeof(b->name), "%s", name);
 	b->sup_fd = -1;
 	b->events_fd = -1;
+	b->diff.fd = -1;
 	(void)pthread_cond_init(&b->cond, NULL);
 	if (asprintf(&b->dir, "%s/%s", dir, name) < 0) {
 		free(b);
@@ -803,6 +816,12 @@ static void reader_finish(struct box *b, bool stopped_ok, const char *violation)
 	b->sup_fd = -1;
 	b->sup_gone = true;
 	pend_finish_all(b, "the box's supervisor exited before the command finished");
+	if (b->diff_no && !b->diff_done) {
+		box_patch_release(&b->diff);
+		b->diff.error = strdup("the box's supervisor exited before the patch was made");
+		b->diff_done = true;
+		b->diff_no = b->diff_abandoned ? 0 : b->diff_no;
+	}
 	egress_close(b);
 	for (struct egress_wait *w = b->ewait; w; w = w->next) {
 		w->gone = !w->done;
@@ -859,6 +878,36 @@ static void reader_finish(struct box *b, bool stopped_ok, const char *violation)
 	pthread_mutex_unlock(&g.lock);
 }
 
+/* The supervisor's answer to the pending diff (caller holds g.lock): the patch's memfd (taken) or why there is none. */
+static void box_diff_done(struct box *b, const struct supmsg *m, int fd)
+{
+	box_patch_release(&b->diff);
+	b->diff_done = true;
+	if (b->diff_abandoned) {
+		b->diff_abandoned = false;
+		b->diff_no = 0;
+		if (fd >= 0) {
+			(void)close(fd);
+		}
+		return;
+	}
+	if (!m->ok || fd < 0) {
+		b->diff.error = strdup(m->error ? m->error : "the supervisor sent no patch");
+		if (fd >= 0) {
+			(void)close(fd);
+		}
+		return;
+	}
+	b->diff.fd = fd;
+	(void)snprintf(b->diff.sha256, sizeof(b->diff.sha256), "%s", m->sha256);
+	b->diff.bytes = (uint64_t)m->patch_bytes;
+	b->diff.files = (uint64_t)m->files;
+	b->diff.notices = json_array();
+	for (size_t i = 0; b->diff.notices && i < m->n_notices; i++) {
+		(void)json_array_append_new(b->diff.notices, json_pack("[s,s]", m->notices[i].path, m->notices[i].why));
+	}
+}
+
 /* One thread per box: reads the supervisor's messages until it exits. */
 static void *reader_thread(void *arg)
 {
@@ -875,7 +924,7 @@ static void *reader_thread(void *arg)
 	for (;;) {
 		struct supmsg m;
 		const char *why = NULL;
-		int r = ipc_recv(b->sup_fd, &msg, fds, 0, &nfds);
+		int r = ipc_recv(b->sup_fd, &msg, fds, 1, &nfds); /* diff_done carries the patch's memfd */
 		if (r < 0) {
 			/* Anything but its end (fds, an oversized or empty message) is a broken protocol too. */
 			if (r != -ECONNRESET && asprintf(&violation,
@@ -892,7 +941,15 @@ static void *reader_thread(void *arg)
 		pthread_mutex_lock(&g.lock);
 		/* The one decoder and the monitor's table: the message must be well formed and allowed now. */
 		r = supmon_receive(&b->mon, buf_ptr(&msg), buf_len(&msg), &m, &why);
+		if (r >= 0 && nfds != supmsg_fds(&m)) {
+			supmsg_release(&m);
+			why = "a message with the wrong number of fds";
+			r = -EPROTO;
+		}
 		if (r < 0) {
+			for (size_t i = 0; i < nfds; i++) {
+				(void)close(fds[i]);
+			}
 			/* A supervisor that breaks the protocol is compromised or broken: stop it, and the run says why. */
 			if (asprintf(&violation,
 				     "the box's supervisor broke its protocol (%s), so it was killed and the box "
@@ -905,6 +962,9 @@ static void *reader_thread(void *arg)
 			pthread_mutex_unlock(&g.lock);
 			(void)kill(b->sup_pid, SIGKILL);
 			break;
+		}
+		if (m.op == SUPMSG_DIFF_DONE) {
+			box_diff_done(b, &m, nfds ? fds[0] : -1); /* takes the fd */
 		}
 		reader_apply(b, &m, &stopped_ok);
 		pthread_cond_broadcast(&b->cond);
@@ -1092,8 +1152,8 @@ failed:
 /* What a box keeps in the daemon's state until tkbox rm; then its directory goes too. */
 static void box_remove_files(const struct box *b)
 {
-	static const char *const files[] = { "box.json", "egress.json", "events.jsonl", "console.log",
-					     "workspace.ext4" };
+	static const char *const files[] = { "box.json",       "egress.json", "events.jsonl", "console.log",
+					     "workspace.ext4", "patch.diff",  "patch.json" };
 
 	for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
 		_cleanup_free_ char *path = NULL;
@@ -1101,6 +1161,7 @@ static void box_remove_files(const struct box *b)
 			(void)unlink(path);
 		}
 	}
+	apply_remove_scratch(b->dir);
 	if (rmdir(b->dir) < 0 && errno != ENOENT) {
 		log_warn("box %s: its state directory %s was not removed: %s", b->name, b->dir, tk_strerror(-errno));
 	}
@@ -1198,6 +1259,9 @@ static json_t *box_json(const struct box *b)
 	if (v && b->state != BOX_LOST) {
 		(void)json_object_set_new(v, "egress", box_egress_json(b));
 	}
+	if (v && b->patch) {
+		(void)json_object_set(v, "patch", b->patch);
+	}
 	if (v && b->state != BOX_LOST) {
 		(void)json_object_set_new(v, "limits",
 					  json_pack("{s:I,s:I,s:I,s:I,s:I}", "vcpus", (json_int_t)b->vcpus,
@@ -1259,6 +1323,8 @@ static void box_free(struct box *b)
 	strv_free(b->model_hosts);
 	egress_ca_free(b->ca);
 	json_decref(b->selftest);
+	json_decref(b->patch);
+	box_patch_release(&b->diff);
 	(void)pthread_cond_destroy(&b->cond);
 	free(b);
 }
@@ -1326,6 +1392,7 @@ static int box_new(const struct api_create_req *q, struct box **ret)
 	b->sup_fd = -1;
 	b->events_fd = -1;
 	b->sup_pid = -1;
+	b->diff.fd = -1;
 	(void)pthread_cond_init(&b->cond, NULL);
 	(void)snprintf(b->name, sizeof(b->name), "%s", q->name ? q->name : gen);
 	b->vcpus = q->cpus;
@@ -2890,6 +2957,217 @@ static void inspect_op(struct box *b, const struct supmsg *m)
 	box_stop_async(b, "a record of the box could not be kept");
 }
 
+/* ---------------------------------------------------------------- the patch door (apply.c) */
+
+/* Ask b's supervisor for the box's patch and wait for it (caller holds g.lock; returns with it held). */
+static int box_diff_make(struct box *b, struct box_patch *ret)
+{
+	static int64_t next_diff;
+	struct supmsg m = { .op = SUPMSG_DIFF };
+	struct timespec until;
+	int r = 0;
+
+	(void)clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += DAEMON_DIFF_TIMEOUT_S;
+	while (b->diff_no && !b->sup_gone && r != ETIMEDOUT) { /* one diff at a time: wait for the other */
+		r = pthread_cond_timedwait(&b->cond, &g.lock, &until);
+	}
+	if (b->diff_no || b->state != BOX_RUNNING || b->sup_fd < 0) {
+		return b->diff_no && !b->sup_gone ? -ETIMEDOUT : -ESHUTDOWN;
+	}
+	m.diff = b->diff_no = ++next_diff;
+	b->diff_done = false;
+	r = box_send(b, &m, NULL);
+	while (r >= 0 && !b->diff_done) {
+		if (pthread_cond_timedwait(&b->cond, &g.lock, &until) == ETIMEDOUT) {
+			b->diff_abandoned = true; /* the supervisor's answer, when it comes, frees the slot */
+			return -ETIMEDOUT;
+		}
+	}
+	b->diff_no = 0;
+	pthread_cond_broadcast(&b->cond);
+	if (r < 0) {
+		return r;
+	}
+	*ret = b->diff;
+	b->diff = (struct box_patch){ .fd = -1 };
+	return 0;
+}
+
+/* Why a diff of b failed, for the user. */
+static void diff_why(int r, char *out, size_t n)
+{
+	(void)snprintf(out, n, "%s",
+		       r == -ETIMEDOUT	 ? "the box did not make its patch within DAEMON_DIFF_TIMEOUT_S (300 s)"
+		       : r == -ESHUTDOWN ? "the box stopped before its patch was made"
+					 : tk_strerror(r));
+}
+
+/*
+ * tkbox stop: the box's patch, saved before the shutdown (patch.diff,
+ * patch.json) and recorded as tkbox.patch (must-keep). Caller holds g.lock;
+ * returns with it held.
+ */
+static void box_save_patch(struct box *b)
+{
+	struct box_patch p = { .fd = -1 };
+	json_t *bj = NULL, *obs = NULL;
+	char why[256], err[512];
+	int r = box_diff_make(b, &p);
+
+	if (r < 0) {
+		diff_why(r, why, sizeof(why));
+		p.error = strdup(why);
+	}
+	b->refs++;
+	pthread_mutex_unlock(&g.lock);
+	apply_patch_save(b->dir, &p, &bj, &obs);
+	if (box_observe_keep(b, "tkbox.patch", obs, err, sizeof(err)) < 0) {
+		log_warn("box %s: tkbox.patch could not be kept: %s", b->name, err);
+	}
+	pthread_mutex_lock(&g.lock);
+	b->refs--;
+	events_write(b, EV_LIFECYCLE, json_object_get(bj, "error") ? "patch.none" : "patch.saved", json_deep_copy(bj));
+	json_decref(b->patch);
+	b->patch = bj;
+	box_patch_release(&p);
+}
+
+/* GET /v1/boxes/{box}/diff: a running box's patch made now, a stopped box's saved at stop. */
+static void api_diff(struct conn *c, const char *name)
+{
+	struct box_patch p = { .fd = -1 };
+	char why[256] = "";
+	struct box *b;
+	bool saved = false;
+	int r = -ENOENT;
+
+	pthread_mutex_lock(&g.lock);
+	b = box_find(name);
+	if (b && b->state == BOX_RUNNING) {
+		r = box_diff_make(b, &p);
+	} else if (b && (b->state == BOX_CREATING || b->state == BOX_STOPPING)) {
+		r = -EBUSY;
+	} else if (b) {
+		saved = true;
+		r = apply_patch_load(b->dir, &p);
+	}
+	pthread_mutex_unlock(&g.lock);
+	if (!b) {
+		respond_error(c->fd, 404, "no_such_box", NULL, "no box named %s (tkbox ls)", name);
+	} else if (r == -EBUSY) {
+		respond_error(c->fd, 409, "box_busy", NULL, "box %s is starting or stopping; retry in a moment", name);
+	} else if (r < 0 || p.error) {
+		diff_why(r, why, sizeof(why));
+		respond_error(c->fd, 409, "no_patch", NULL, "box %s has no patch: %s", name,
+			      p.error	     ? p.error
+			      : r == -ENOENT ? "none was saved (only tkbox stop saves one)"
+					     : why);
+	} else {
+		apply_diff_respond(c->fd, &p, saved);
+	}
+	box_patch_release(&p);
+}
+
+/* apply's checks, in the order docs/patch.md gives them (caller holds g.lock). True when refused (the client heard why). */
+static bool apply_refused(struct conn *c, const struct box *b, const char *name)
+{
+	if (!b) {
+		respond_error(c->fd, 404, "no_such_box", NULL, "no box named %s (tkbox ls)", name);
+	} else if (b->state == BOX_RUNNING || b->state == BOX_STOPPING || b->state == BOX_CREATING) {
+		respond_error(c->fd, 409, "box_running", NULL, "apply works only on a stopped box: tkbox stop %s",
+			      name);
+	} else if (b->run_closed) {
+		respond_error(c->fd, 409, "run_closed", NULL,
+			      "box %s's run is closed (%s): its patch can no longer be applied (apply comes before "
+			      "export; tkbox diff %s still shows the patch)",
+			      name, b->close_reason ? b->close_reason : "closed", name);
+	} else if (!g.o.unrecorded && !b->run_id) {
+		respond_error(c->fd, 409, "unrecorded", NULL,
+			      "box %s ran unrecorded: a daemon with a signer does not apply its patch (tkbox diff %s "
+			      "shows it)",
+			      name, name);
+	} else if (!g.o.unrecorded && (b->state == BOX_LOST || !b->run_token)) {
+		respond_error(c->fd, 409, "run_closed", NULL,
+			      "box %s's run %s was left open by a daemon that ended (crash or kill -9); its token went "
+			      "with it, so the patch cannot be applied (tkbox diff %s shows it)",
+			      name, b->run_id, name);
+	} else if (b->applying) {
+		respond_error(c->fd, 409, "apply_busy", NULL, "box %s is being applied already; wait for that apply",
+			      name);
+	} else {
+		return false;
+	}
+	return true;
+}
+
+static void apply_close_run(void *box, const char *reason)
+{
+	box_close_run(box, reason);
+}
+
+/* What the apply children get from the daemon's environment: the writer's test hook (docs/development.md). */
+static char **apply_child_env(void)
+{
+	const char *v = getenv("TKBOX_TEST_APPLY_STOP_AFTER");
+	char **env = calloc(2, sizeof(char *));
+
+	if (env && v && asprintf(&env[0], "TKBOX_TEST_APPLY_STOP_AFTER=%s", v) < 0) {
+		env[0] = NULL;
+	}
+	return env;
+}
+
+/* POST /v1/boxes/{box}/apply: the box held (apply_busy, no rm) while apply.c runs the whole flow. */
+static void api_apply(struct conn *c, const char *name)
+{
+	_cleanup_free_ char *run_id = NULL, *token = NULL, *ws = NULL;
+	_cleanup_strv_ char **env = apply_child_env();
+	struct api_apply_req q = { 0 };
+	struct api_error err;
+	struct box *b;
+
+	if (api_decode_apply(buf_ptr(&c->body), buf_len(&c->body), &q, &err) < 0) {
+		respond_api_error(c, &err);
+		return;
+	}
+	pthread_mutex_lock(&g.lock);
+	b = box_find(name);
+	if (apply_refused(c, b, name)) {
+		pthread_mutex_unlock(&g.lock);
+		api_apply_req_release(&q);
+		return;
+	}
+	b->applying = true;
+	b->refs++;
+	run_id = b->run_id ? strdup(b->run_id) : NULL;
+	token = b->run_token ? strdup(b->run_token) : NULL;
+	ws = b->workspace ? strdup(b->workspace) : NULL;
+	pthread_mutex_unlock(&g.lock);
+	apply_handle(c->fd,
+		     &(struct apply_box){ .box = b,
+					  .host = &box_host,
+					  .close_run = apply_close_run,
+					  .name = b->name,
+					  .dir = b->dir,
+					  .workspace = ws,
+					  .run_id = run_id,
+					  .run_token = token,
+					  .unrecorded = g.o.unrecorded,
+					  .approval_wait_ms = DAEMON_APPROVAL_WAIT_MS,
+					  .child_env = env },
+		     &q);
+	pthread_mutex_lock(&g.lock);
+	b->applying = false;
+	b->refs--;
+	box_save(b);
+	pthread_mutex_unlock(&g.lock);
+	if (token) {
+		explicit_bzero(token, strlen(token));
+	}
+	api_apply_req_release(&q);
+}
+
 /* ---------------------------------------------------------------- stop, rm, export, ls */
 
 static void api_stop(struct conn *c, const char *name)
@@ -2909,6 +3187,9 @@ static void api_stop(struct conn *c, const char *name)
 		respond_error(c->fd, 409, "box_creating", NULL,
 			      "box %s is still starting; retry when tkbox ls shows it running", name);
 		return;
+	}
+	if (b->state == BOX_RUNNING) {
+		box_save_patch(b); /* before the shutdown: the guest makes it */
 	}
 	box_stop_wait(b, "tkbox stop");
 	box_save(b);
@@ -2976,6 +3257,12 @@ static struct box *export_claim(struct conn *c, const char *name, char **ret_run
 		pthread_mutex_unlock(&g.lock);
 		respond_error(c->fd, 409, "unrecorded", NULL,
 			      "box %s ran unrecorded (tkbox daemon --unrecorded): nothing to export", name);
+		return NULL;
+	}
+	if (b->applying) {
+		pthread_mutex_unlock(&g.lock);
+		respond_error(c->fd, 409, "apply_busy", NULL, "box %s is being applied; export it once the apply ends",
+			      name);
 		return NULL;
 	}
 	lost = b->state == BOX_LOST && !b->run_closed;
@@ -3226,7 +3513,8 @@ static void (*const api_handlers[API_OP_COUNT])(struct conn *c, const char *box)
 	[API_OP_INFO] = api_info,	[API_OP_LIST] = api_list,     [API_OP_CREATE] = api_create,
 	[API_OP_SHOW] = api_show,	[API_OP_RM] = api_rm,	      [API_OP_EXEC] = api_exec,
 	[API_OP_STOP] = api_stop,	[API_OP_EXPORT] = api_export, [API_OP_APPROVALS] = api_approvals,
-	[API_OP_APPROVE] = api_approve, [API_OP_REJECT] = api_reject,
+	[API_OP_APPROVE] = api_approve, [API_OP_REJECT] = api_reject, [API_OP_DIFF] = api_diff,
+	[API_OP_APPLY] = api_apply,
 };
 
 static void route(struct conn *c)
@@ -3238,8 +3526,8 @@ static void route(struct conn *c)
 		respond_api_error(c, &e);
 		return;
 	}
-	/* create and exec decode their own bodies; the others take none. */
-	if (m.op != API_OP_CREATE && m.op != API_OP_EXEC &&
+	/* create, exec and apply decode their own bodies; the others take none. */
+	if (m.op != API_OP_CREATE && m.op != API_OP_EXEC && m.op != API_OP_APPLY &&
 	    api_decode_empty(buf_ptr(&c->body), buf_len(&c->body), &e) < 0) {
 		respond_api_error(c, &e);
 		return;

@@ -45,14 +45,14 @@ static const char *const err_names[RPC_ERR_MAX] = {
  * Each method's closed field set; a leading '*' marks a required field.
  * State-changing methods require request_id (idempotent retries).
  */
-static const char *const method_fields[RPC_METHOD_MAX][16] = {
+static const char *const method_fields[RPC_METHOD_MAX][20] = {
 	[RPC_HELLO] = { "*proto", "client", "role" },
 	[RPC_REGISTER_RUN] = { "*request_id", "*agent", "run_id" },
 	[RPC_DECIDE] = { "*request_id", "*run_id", "*run_token", "*tool_call_id", "*tool", "*args", "args_source",
 			 "attempt" },
 	[RPC_COMPLETE] = { "*request_id", "*run_id", "*run_token", "tool_call_id", "*decision_id", "*args_digest",
 			   "*status", "exit_code", "signal", "error", "stdin_sha256", "stdin_bytes", "bytes_up",
-			   "bytes_down", "duration_ms" },
+			   "bytes_down", "duration_ms", "written_paths" },
 	[RPC_OBSERVE] = { "*request_id", "*run_id", "*run_token", "*kind", "*data" },
 	[RPC_APPROVAL_REQUEST] = { "*request_id", "*run_id", "*run_token", "*decision_id" },
 	[RPC_APPROVAL_WAIT] = { "*approval_id", "timeout_ms" },

@@ -7,17 +7,17 @@
 
 #include "banned.h"
 
-const char *const rpc_observe_kinds[] = { "tkbox.box",	       "tkbox.egress",	   "tkbox.approval", "tkbox.secret.use",
-					  "tkbox.secret.leak", "tkbox.model.call", "tkbox.gap",	     NULL };
+const char *const rpc_observe_kinds[] = { "tkbox.box",	      "tkbox.egress",	   "tkbox.approval",
+					  "tkbox.secret.use", "tkbox.secret.leak", "tkbox.model.call",
+					  "tkbox.gap",	      "tkbox.patch",	   NULL };
 
 /* Each message's closed key set ("method" included). */
 static const char *const decide_keys[] = { "method", "request_id", "run_id",	  "run_token", "tool_call_id",
 					   "tool",   "args",	   "args_source", "attempt",   NULL };
-static const char *const complete_keys[] = {
-	"method",     "request_id",  "run_id", "run_token", "tool_call_id", "decision_id", "args_digest",
-	"status",     "exit_code",   "signal", "error",	    "stdin_sha256", "stdin_bytes", "bytes_up",
-	"bytes_down", "duration_ms", NULL
-};
+static const char *const complete_keys[] = { "method",	    "request_id",    "run_id",	    "run_token", "tool_call_id",
+					     "decision_id", "args_digest",   "status",	    "exit_code", "signal",
+					     "error",	    "stdin_sha256",  "stdin_bytes", "bytes_up",	 "bytes_down",
+					     "duration_ms", "written_paths", NULL };
 static const char *const observe_keys[] = { "method", "request_id", "run_id", "run_token", "kind", "data", NULL };
 
 bool rpc_id_ok(const char *s)
@@ -176,6 +176,29 @@ static int complete_transfer(const json_t *obj, struct rpc_complete *m, char *ms
 	return 0;
 }
 
+/* written_paths: absent, or 0..COMPLETE_MAX_WRITTEN strings of 1..COMPLETE_MAX_WRITTEN_PATH bytes without NUL. */
+static int complete_written(const json_t *obj, struct rpc_complete *m, char *msg, size_t msg_size)
+{
+	const json_t *a = json_object_get(obj, "written_paths"), *v;
+	size_t i;
+
+	m->written_paths = NULL;
+	if (!a) {
+		return 0;
+	}
+	if (!json_is_array(a) || json_array_size(a) > COMPLETE_MAX_WRITTEN) {
+		return bad(msg, msg_size, "written_paths must be an array of at most 4096 paths");
+	}
+	json_array_foreach(a, i, v) {
+		size_t n = json_is_string(v) ? json_string_length(v) : 0;
+		if (n == 0 || n > COMPLETE_MAX_WRITTEN_PATH || strlen(json_string_value(v)) != n) {
+			return bad(msg, msg_size, "each of written_paths must be a path of 1..4096 bytes without NUL");
+		}
+	}
+	m->written_paths = a;
+	return 0;
+}
+
 int rpc_complete_decode(const json_t *obj, struct rpc_complete *ret, char *msg, size_t msg_size)
 {
 	struct rpc_complete m = { .exit_code = -1 };
@@ -220,7 +243,7 @@ int rpc_complete_decode(const json_t *obj, struct rpc_complete *ret, char *msg, 
 		m.stdin_sha256 = NULL;
 		m.stdin_bytes = 0;
 	}
-	if ((r = complete_transfer(obj, &m, msg, msg_size)) < 0) {
+	if ((r = complete_transfer(obj, &m, msg, msg_size)) < 0 || (r = complete_written(obj, &m, msg, msg_size)) < 0) {
 		return r;
 	}
 	*ret = m;
@@ -298,7 +321,8 @@ json_t *rpc_complete_encode(const struct rpc_complete *m)
 				 json_object_set_new(o, "stdin_bytes", json_integer(m->stdin_bytes)) < 0)) ||
 	    (m->has_bytes && (json_object_set_new(o, "bytes_up", json_integer(m->bytes_up)) < 0 ||
 			      json_object_set_new(o, "bytes_down", json_integer(m->bytes_down)) < 0)) ||
-	    (m->has_duration && json_object_set_new(o, "duration_ms", json_integer(m->duration_ms)) < 0)) {
+	    (m->has_duration && json_object_set_new(o, "duration_ms", json_integer(m->duration_ms)) < 0) ||
+	    (m->written_paths && json_object_set(o, "written_paths", (json_t *)m->written_paths) < 0)) {
 		json_decref(o);
 		return NULL;
 	}

@@ -30,6 +30,10 @@
 #define COMPLETE_MAX_COUNT ((INT64_C(1) << 53))
 /* Linux signal numbers, real-time ones included. */
 #define COMPLETE_MAX_SIGNAL 64
+/* written_paths in a completion (the patch door's Write): 0..COMPLETE_MAX_WRITTEN strings (= PATCH_MAX_FILES), each
+ * 1..COMPLETE_MAX_WRITTEN_PATH bytes without NUL. The daemon sends at most one, the file the decision wrote. */
+#define COMPLETE_MAX_WRITTEN 4096
+#define COMPLETE_MAX_WRITTEN_PATH 4096
 /* "sha256:" and 64 lowercase hex digits. */
 #define RPC_DIGEST_STRLEN (7 + 64)
 
@@ -77,6 +81,8 @@ struct rpc_complete {
 	int64_t bytes_up, bytes_down;
 	bool has_duration;
 	int64_t duration_ms;
+	/* The files a Write completion wrote (an array of strings, borrowed); NULL: not given. */
+	const json_t *written_paths;
 };
 
 struct rpc_observe {

@@ -1436,6 +1436,10 @@ static void do_complete(struct service *s, const struct caller *c, const struct 
 		(void)json_object_set_new(value, "bytes_up", json_integer(m.bytes_up));
 		(void)json_object_set_new(value, "bytes_down", json_integer(m.bytes_down));
 	}
+	/* A Write of the patch door: the files it wrote ([] when it wrote none). */
+	if (value && m.written_paths) {
+		(void)json_object_set_new(value, "written_paths", json_deep_copy(m.written_paths));
+	}
 	data = json_pack("{s:s,s:b,s:{s:o,s:b},s:s}", "tool_use_id", d->tool_call_id, "ok", strcmp(status, "ok") == 0,
 			 "output", "value", value, "redacted", 0, "decision_id", did);
 	if (data && m.has_duration) {

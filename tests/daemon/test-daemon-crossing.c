@@ -241,6 +241,89 @@ static void test_observe(void **state)
 	crossing_release(&x);
 }
 
+/* The patch door's shape: a Write crossing decided now, finished later. */
+static const struct crossing_door write_door = {
+	.name = "apply",
+	.tool = "Write",
+	.act = probe_act,
+	.after = probe_after,
+};
+
+static int gate_write(struct probe_box *b, const char *file_path, int64_t seq, struct crossing *x, json_t **args)
+{
+	*args = json_pack("{s:s,s:s}", "file_path", file_path, "op", "modify");
+	assert_non_null(*args);
+	*x = (struct crossing){ .door = &write_door,
+				.host = &probe_host,
+				.box = b,
+				.args = *args,
+				.seq = seq,
+				.run_id = run_id,
+				.run_token = run_token,
+				.client_fd = -1,
+				.approval_wait_ms = 1000 };
+	return crossing_gate_only(x);
+}
+
+/* A completion with written_paths: w NULL-terminated, copied into res (owned). */
+static void finish_write(struct crossing *x, bool ok, const char *const *w)
+{
+	struct crossing_result res = { .started = true, .ok = ok, .error = ok ? NULL : strdup("not written") };
+	size_t n = 0;
+
+	while (w[n]) {
+		n++;
+	}
+	res.written_paths = calloc(n + 1, sizeof(char *));
+	assert_non_null(res.written_paths);
+	for (size_t i = 0; i < n; i++) {
+		res.written_paths[i] = strdup(w[i]);
+	}
+	crossing_finish(x, &res);
+	crossing_result_release(&res);
+}
+
+/*
+ * Decide N first, complete each later (crossing_gate_only + crossing_finish):
+ * nothing acts at the decision, a deny refuses only its own crossing, each
+ * completion carries written_paths (the signer takes [path] and [], refuses
+ * an empty path), and a decision is completed once.
+ */
+static void test_split(void **state)
+{
+	struct probe_box b = { 0 };
+	struct crossing x[4];
+	json_t *args[4];
+
+	(void)state;
+	assert_int_equal(gate_write(&b, "/c/a.txt", 1, &x[0], &args[0]), 0);
+	assert_int_equal(gate_write(&b, "/c/b.txt", 2, &x[1], &args[1]), 0);
+	assert_int_equal(gate_write(&b, "/c/c.txt", 3, &x[2], &args[2]), 0);
+	assert_int_equal(gate_write(&b, "/c/signer.sock", 4, &x[3], &args[3]), -EPERM);
+	assert_true(x[0].decided && x[1].decided && x[2].decided);
+	assert_false(x[3].decided);
+	assert_string_equal(x[3].refusal.code, "denied");
+	assert_int_equal(b.acts, 0);
+	assert_non_null(strstr(b.events, "apply.decided apply.decided apply.decided apply.denied"));
+	assert_null(strstr(b.events, "apply.done"));
+
+	finish_write(&x[0], true, (const char *const[]){ "a.txt", NULL });
+	finish_write(&x[1], false, (const char *const[]){ NULL });
+	assert_int_equal(b.lost, 0);
+	assert_int_equal(b.afters, 2);
+	assert_non_null(strstr(b.events, "apply.done apply.done"));
+	/* The signer reads written_paths: an empty path is refused, so that completion is counted as lost. */
+	finish_write(&x[2], true, (const char *const[]){ "", NULL });
+	assert_int_equal(b.lost, 1);
+	/* Completed once: a second completion of x[0] is refused and counted. */
+	finish_write(&x[0], true, (const char *const[]){ "a.txt", NULL });
+	assert_int_equal(b.lost, 2);
+	for (int i = 0; i < 4; i++) {
+		crossing_release(&x[i]);
+		json_decref(args[i]);
+	}
+}
+
 /*
  * The signer dies during the act: the completion is counted as lost (never
  * dropped); the next decide fails and refuses its act; an unrecorded daemon
@@ -280,8 +363,9 @@ static void test_signer_gone(void **state)
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_allow),	cmocka_unit_test(test_deny),	    cmocka_unit_test(test_no_run),
-		cmocka_unit_test(test_observe), cmocka_unit_test(test_signer_gone), /* last: it kills the signer */
+		cmocka_unit_test(test_allow),  cmocka_unit_test(test_deny),
+		cmocka_unit_test(test_no_run), cmocka_unit_test(test_observe),
+		cmocka_unit_test(test_split),  cmocka_unit_test(test_signer_gone), /* last: it kills the signer */
 	};
 	json_t *reply = NULL;
 	const char *s;

@@ -8,6 +8,7 @@
 #include "daemon/api-proto.h"
 #include "daemon/daemon.h"
 #include "daemon/door.h"
+#include "path.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -73,6 +74,24 @@ static void fuzz_exec(const uint8_t *data, size_t size)
 	api_exec_req_release(&q);
 }
 
+static void fuzz_apply(const uint8_t *data, size_t size)
+{
+	struct api_apply_req q = { 0 };
+	struct api_error e = { 0 };
+
+	if (api_decode_apply(data, size, &q, &e) < 0) {
+		check_refusal(&e);
+		if (q.root || q.checkout) {
+			abort();
+		}
+		return;
+	}
+	if (!q.root || (q.checkout && (strlen(q.checkout) > DAEMON_MAX_OPT_PATH || !path_is_normal_abs(q.checkout)))) {
+		abort();
+	}
+	api_apply_req_release(&q);
+}
+
 /* The bytes as a request target: a route found names an operation and, when it has one, a box name or an id. */
 static void fuzz_route(const uint8_t *data, size_t size)
 {
@@ -113,6 +132,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	fuzz_create(data, size);
 	fuzz_exec(data, size);
+	fuzz_apply(data, size);
 	if (api_decode_empty(data, size, &e) < 0) {
 		check_refusal(&e);
 	}

@@ -72,6 +72,8 @@ static void test_routes(void **state)
 	expect_route(HTTP_POST, "/v1/boxes/b-1.x/exec", API_OP_EXEC, "b-1.x");
 	expect_route(HTTP_POST, "/v1/boxes/b1/stop", API_OP_STOP, "b1");
 	expect_route(HTTP_POST, "/v1/boxes/b1/export", API_OP_EXPORT, "b1");
+	expect_route(HTTP_GET, "/v1/boxes/b1/diff", API_OP_DIFF, "b1");
+	expect_route(HTTP_POST, "/v1/boxes/b1/apply", API_OP_APPLY, "b1");
 	/* Issue 12: box approvals, by their id segment. */
 	expect_route(HTTP_GET, "/v1/approvals", API_OP_APPROVALS, "");
 	expect_id_route(HTTP_POST, "/v1/approvals/ap-0123456789ab/approve", API_OP_APPROVE, "ap-0123456789ab");
@@ -114,6 +116,8 @@ static void test_routes_refused(void **state)
 	/* A known path with the wrong method. */
 	expect_no_route(HTTP_GET, "/v1/boxes/b1/exec", 404, "no such method");
 	expect_no_route(HTTP_DELETE, "/v1/boxes", 404, "no such method");
+	expect_no_route(HTTP_POST, "/v1/boxes/b1/diff", 404, "no such method");
+	expect_no_route(HTTP_GET, "/v1/boxes/b1/apply", 404, "no such method");
 	expect_no_route(HTTP_POST, "/v1/info", 404, "no such method");
 	/* The {box} segment must be a box name: 63 bytes are, 64 are not. */
 	expect_no_route(HTTP_GET, "/v1/boxes/.hidden", 400, "not a box name");
@@ -466,6 +470,77 @@ static void test_create_allow(void **state)
 	free(big);
 }
 
+/* ---------------------------------------------------------------- apply */
+
+static void expect_apply(const char *body, const char *checkout, bool allow_sensitive, bool dry_run)
+{
+	struct api_apply_req q = { 0 };
+	struct api_error e = { 0 };
+
+	assert_int_equal(api_decode_apply(body, strlen(body), &q, &e), 0);
+	if (checkout) {
+		assert_non_null(q.checkout);
+		assert_string_equal(q.checkout, checkout);
+	} else {
+		assert_null(q.checkout);
+	}
+	assert_int_equal(q.allow_sensitive, allow_sensitive);
+	assert_int_equal(q.dry_run, dry_run);
+	api_apply_req_release(&q);
+	assert_null(q.root);
+}
+
+static void expect_apply_fails(const char *body, size_t n, const char *msg_part)
+{
+	struct api_apply_req q = { 0 };
+	struct api_error e = { 0 };
+
+	assert_true(api_decode_apply(body, n, &q, &e) < 0);
+	assert_int_equal(e.status, 400);
+	assert_string_equal(e.code, "bad_request");
+	assert_non_null(strstr(e.message, msg_part));
+	assert_null(q.root);
+	assert_null(q.checkout);
+}
+
+static void test_apply(void **state)
+{
+	static char longpath[4200];
+	char *body;
+
+	(void)state;
+	expect_apply("", NULL, false, false);
+	expect_apply("{}", NULL, false, false);
+	expect_apply("{\"checkout\":\"/home/u/repo\",\"allow_sensitive\":true,\"dry_run\":false}", "/home/u/repo", true,
+		     false);
+	expect_apply("{\"dry_run\":true}", NULL, false, true);
+	expect_apply("{\"checkout\":\"/\"}", "/", false, false);
+	/* The closed key set, the types and the path's form. */
+	expect_apply_fails("{\"force\":true}", 14, "unknown field \"force\"");
+	expect_apply_fails("{\"checkout\":\"repo\"}", 19, "--checkout must be an absolute path");
+	expect_apply_fails("{\"checkout\":\"/a/../etc\"}", 24, "--checkout must be an absolute path");
+	expect_apply_fails("{\"checkout\":\"/a/./b\"}", 21, "--checkout must be an absolute path");
+	expect_apply_fails("{\"checkout\":\"/a\\nb\"}", 20, "--checkout must be an absolute path");
+	expect_apply_fails("{\"checkout\":1}", 14, "--checkout must be an absolute path");
+	expect_apply_fails("{\"checkout\":null}", 17, "--checkout must be an absolute path");
+	expect_apply_fails("{\"checkout\":\"/a\\u0000b\"}", 24, "JSON object");
+	expect_apply_fails("{\"dry_run\":1}", 13, "allow_sensitive and dry_run must be true or false");
+	expect_apply_fails("{\"allow_sensitive\":\"yes\"}", 25, "allow_sensitive and dry_run");
+	expect_apply_fails("[]", 2, "JSON object");
+	/* 4096 bytes of path are taken, 4097 are not. */
+	longpath[0] = '/';
+	memset(longpath + 1, 'a', 4095);
+	longpath[4096] = '\0';
+	assert_true(asprintf(&body, "{\"checkout\":\"%s\"}", longpath) > 0);
+	expect_apply(body, longpath, false, false);
+	free(body);
+	longpath[4096] = 'a';
+	longpath[4097] = '\0';
+	assert_true(asprintf(&body, "{\"checkout\":\"%s\"}", longpath) > 0);
+	expect_apply_fails(body, strlen(body), "at most 4096 bytes");
+	free(body);
+}
+
 /* ---------------------------------------------------------------- no fields */
 
 static void test_empty(void **state)
@@ -490,6 +565,7 @@ int main(void)
 		cmocka_unit_test(test_create_refused),	cmocka_unit_test(test_exec_ok),
 		cmocka_unit_test(test_exec_refused),	cmocka_unit_test(test_exec_limits),
 		cmocka_unit_test(test_empty),		cmocka_unit_test(test_create_allow),
+		cmocka_unit_test(test_apply),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -964,7 +964,8 @@ static void test_flow_bundles(void **state)
 	run = reg(f, "flow-observe");
 	{
 		static const char *const kinds[] = { "tkbox.box",	 "tkbox.egress",      "tkbox.approval",
-						     "tkbox.secret.use", "tkbox.secret.leak", "tkbox.model.call" };
+						     "tkbox.secret.use", "tkbox.secret.leak", "tkbox.model.call",
+						     "tkbox.patch" };
 		static const char *const gaps[] = { "complete", "observe", "supervisor" };
 
 		for (size_t i = 0; i < ARRAY_SIZE(kinds); i++) {
@@ -1089,6 +1090,71 @@ static void test_complete_transfer(void **state)
 	json_decref(run);
 }
 
+/* A Write of the patch door: written_paths in the output (the file written, or [] when none was). */
+static void test_complete_written(void **state)
+{
+	struct fixture *f = *state;
+	char dg[RECORD_HASH_STRLEN + 1], *jcs = NULL;
+	struct seen sn = { 0 };
+	json_t *run = reg(f, "write"), *d[2], *r, *events, *ev, *v;
+	json_t *o = json_pack("{s:s,s:{s:s}}", "tool", "Write", "args", "file_path", "/c/a.txt");
+	uint8_t h[32];
+	static const char *const bad[] = {
+		"\"written_paths\":\"a.txt\"",	     "\"written_paths\":[\"\"]",    "\"written_paths\":[1]",
+		"\"written_paths\":[\"a\\u0000b\"]", "\"written_paths\":[[\"a\"]]", "\"written_paths\":{}",
+	};
+
+	assert_int_equal(json_jcs_string(o, 1 << 20, &jcs), 0);
+	assert_int_equal(sha256(jcs, strlen(jcs), h), 0);
+	record_hash_format(h, dg);
+	free(jcs);
+	json_decref(o);
+	for (int i = 0; i < 2; i++) {
+		d[i] = rpc(f,
+			   "{\"method\":\"decide\",\"request_id\":\"w-d%d\",\"run_id\":\"%s\",\"run_token\":\"%s\","
+			   "\"tool_call_id\":\"apply-%d\",\"tool\":\"Write\",\"args\":{\"file_path\":\"/c/a.txt\"}}",
+			   i, s(run, "run_id"), s(run, "run_token"), i);
+		assert_null(err_code(d[i]));
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		r = rpc(f,
+			"{\"method\":\"complete\",\"request_id\":\"w-bad%zu\",\"run_id\":\"%s\",\"run_token\":\"%s\","
+			"\"decision_id\":\"%s\",\"args_digest\":\"%s\",\"status\":\"ok\",%s}",
+			i, s(run, "run_id"), s(run, "run_token"), s(d[0], "decision_id"), dg, bad[i]);
+		assert_string_equal(err_code(r), "invalid_request");
+		json_decref(r);
+	}
+	r = rpc(f,
+		"{\"method\":\"complete\",\"request_id\":\"w-c0\",\"run_id\":\"%s\",\"run_token\":\"%s\","
+		"\"decision_id\":\"%s\",\"args_digest\":\"%s\",\"status\":\"ok\",\"written_paths\":[\"a.txt\"]}",
+		s(run, "run_id"), s(run, "run_token"), s(d[0], "decision_id"), dg);
+	assert_null(err_code(r));
+	json_decref(r);
+	r = rpc(f,
+		"{\"method\":\"complete\",\"request_id\":\"w-c1\",\"run_id\":\"%s\",\"run_token\":\"%s\","
+		"\"decision_id\":\"%s\",\"args_digest\":\"%s\",\"status\":\"error\",\"error\":\"not written\","
+		"\"written_paths\":[]}",
+		s(run, "run_id"), s(run, "run_token"), s(d[1], "decision_id"), dg);
+	assert_null(err_code(r));
+	json_decref(r);
+	close_run_with(f, run, "w-close", NULL);
+	events = check_export(f, run, "VERIFIED", false, &sn);
+	ev = event_of(events, "tool.result", 0);
+	assert_non_null(ev);
+	v = json_object_get(json_object_get(json_object_get(ev, "data"), "output"), "value");
+	assert_int_equal(json_array_size(json_object_get(v, "written_paths")), 1);
+	assert_string_equal(json_string_value(json_array_get(json_object_get(v, "written_paths"), 0)), "a.txt");
+	ev = event_of(events, "tool.result", 1);
+	assert_non_null(ev);
+	v = json_object_get(json_object_get(json_object_get(ev, "data"), "output"), "value");
+	assert_true(json_is_array(json_object_get(v, "written_paths")));
+	assert_int_equal(json_array_size(json_object_get(v, "written_paths")), 0);
+	json_decref(events);
+	json_decref(d[0]);
+	json_decref(d[1]);
+	json_decref(run);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1105,6 +1171,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_max_open_runs, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_flow_bundles, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_complete_transfer, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_complete_written, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
