@@ -10,7 +10,9 @@
 # then the secrets door (the reference demo's secret steps, with tests/secrets/origin.py standing in for
 # api.github.com and evil.example in that namespace): `echo "$GH"` prints a placeholder, the bound host gets
 # the real token, plain HTTP to evil.example is blocked as a leak; stop, export and an offline verify of the
-# bundle with its network and secret records (and no value in it).
+# bundle with its network and secret records (and no value in it). The box's /workspace is a small git checkout:
+# the reference's x.txt step (`echo hi > /workspace/x.txt && tkbox diff demo`), and after the stop `tkbox apply`
+# of the saved patch into a copy of that checkout.
 # usage: tests/demo.sh BUILD_DIR
 set -uo pipefail
 BUILD=${1:-build}
@@ -58,10 +60,16 @@ echo "(its resolver: the test dnsmasq, which forwards other names; --egress-ca: 
 sc_daemon_start || exit 1
 sed 's/^/  /' "$WORK/daemon.log"
 
+say "A small git checkout for the box's /workspace (the box sees a copy; its changes come back only as a patch)"
+DEMO_CO=$WORK/demo-checkout
+mkdir -p "$DEMO_CO" && (cd "$DEMO_CO" && git init -q -b main . && printf '# demo\n' >README.md &&
+	git add README.md && git -c user.name=demo -c user.email=demo@tkbox.invalid commit -qm init) || exit 1
+step git -C "$DEMO_CO" log --oneline --stat
+
 say "Run a box: no network card, its own kernel; the allowlist is the debian preset (the hosts of the image's apt sources) and the test origin; a GitHub token the box never sees"
 echo "export GH_TOKEN=ghp_...    # here a random stand-in the test origin knows"
-show "$TKBOX run --image $IMG --name demo --allow debian --allow origin.test.example --secret GH=env:GH_TOKEN@api.github.com --memory 512M --disk 512M"
-GH_TOKEN=$SC_VALUE eg_box demo --allow debian --allow origin.test.example --secret GH=env:GH_TOKEN@api.github.com || {
+show "$TKBOX run --image $IMG --name demo --workspace $DEMO_CO --allow debian --allow origin.test.example --secret GH=env:GH_TOKEN@api.github.com --memory 512M --disk 512M"
+GH_TOKEN=$SC_VALUE eg_box demo --workspace "$DEMO_CO" --allow debian --allow origin.test.example --secret GH=env:GH_TOKEN@api.github.com || {
 	cat "$WORK/run-demo.err"
 	sed 's/^/  /' "$WORK/daemon.log"
 	exit 1
@@ -133,8 +141,17 @@ cat "$WORK/evil.out"
 printf '\n(exit %d)\n' $erc
 echo "(requests that reached evil.example: $(sc_reqs 'select(.host == "evil.example")' | grep -c .))"
 
-say "Stop, export the run, verify the bundle offline"
+say "The code door: the agent's edits to /workspace leave the box only as a git-format patch"
+show "$TKBOX exec demo -- sh -c 'echo hi > /workspace/x.txt' && $TKBOX diff demo"
+"$TKBOX" exec demo -- sh -c 'echo hi > /workspace/x.txt' && "$TKBOX" diff demo
+
+say "Stop (the patch is saved with its digest), apply it into a copy of the checkout (a Write decision per file), export the run, verify the bundle offline"
 step "$TKBOX" stop demo
+DEMO_COPY=$WORK/demo-checkout-copy
+cp -a "$DEMO_CO" "$DEMO_COPY"
+step "$TKBOX" apply demo --checkout "$DEMO_COPY"
+step git -C "$DEMO_COPY" status --short
+step cat "$DEMO_COPY/x.txt"
 step "$TKBOX" export demo -o "$WORK/demo.tkb"
 step "$TKBOX" verify "$WORK/demo.tkb" --trust "$WORK/demo.trust.json"
 rc=$?
@@ -162,6 +179,23 @@ if command -v python3 >/dev/null; then
 	[ -z "$held" ] || acc+="; the token is in $held"
 	echo "secrets acceptance: ${acc:-ok}"
 	[ -z "$acc" ] || rc=1
+	# The patch door: x.txt landed in the copy only, through one Write decision completed with its path.
+	pacc=
+	[ "$(cat "$DEMO_COPY/x.txt" 2>/dev/null)" = hi ] || pacc+="; x.txt is not in the copy of the checkout"
+	[ "$(git -C "$DEMO_COPY" status --porcelain | tr '\n' ' ')" = "?? x.txt " ] || pacc+="; the copy holds more than x.txt"
+	[ ! -e "$DEMO_CO/x.txt" ] || pacc+="; the original checkout was written"
+	n_write=$(python3 - "$WORK/demo.tkb" <<'PY'
+import json, sys, zipfile
+z = zipfile.ZipFile(sys.argv[1])
+ev = [json.loads(l)["event"] for n in z.namelist() if n.startswith("runs/") for l in z.read(n).decode().splitlines()]
+ids = {e["data"].get("decision_id") for e in ev if e.get("type") == "policy.decision" and e["data"].get("tool") == "Write"}
+print(sum(1 for e in ev if e.get("type") == "tool.result" and e["data"].get("decision_id") in ids and
+          e["data"].get("output", {}).get("value", {}).get("written_paths") == ["x.txt"]))
+PY
+)
+	[ "${n_write:-0}" -eq 1 ] || pacc+="; the bundle has no Write completion naming x.txt"
+	echo "patch acceptance: ${pacc:-ok}"
+	[ -z "$pacc" ] || rc=1
 fi
 say "The box's events file"
 sed 's/^/  /' "$TKBOX_STATE_DIR/boxes/demo/events.jsonl" | cut -c1-200

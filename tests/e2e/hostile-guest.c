@@ -15,6 +15,12 @@
  *   ignore-kills  starts every exec (STARTED) and never ends one, whatever the host signals
  *   hang          reads nothing and sends nothing more
  *   flood-egress  writes the egress port without pause, and serves execs as tkbox-guest does
+ *   patch         serves the box as far as the patch door needs (pongs, an
+ *                 orderly shutdown; execs refused) and answers every DIFF with
+ *                 the bytes of TKBOX_HOSTILE_PATCH_B64 (standard base64, given
+ *                 with `tkbox run --env`) as DIFF_DATA frames, then DIFF_END:
+ *                 any patch a compromised guest could send
+ *                 (tests/patch/patch-hostile.sh)
  *
  * Without TKBOX_HOSTILE it is tkbox-guest, so a normal neighbour box can run
  * in the same daemon. Never installed; never a part of a release.
@@ -34,9 +40,14 @@ int guest_main(int argc, char **argv);
 int guest_agent_run(const struct guest_agent_config *cfg);
 
 #define HOSTILE_ENV "TKBOX_HOSTILE="
+#define PATCH_B64_ENV "TKBOX_HOSTILE_PATCH_B64="
 #define FLOOD_PONGS 1000000
 
 static int hport = -1;
+
+/* Bytes read from the port past the last whole message, kept for the next get_msg. */
+static uint8_t rbuf[4096];
+static size_t roff, rlen;
 
 /* Write all of p, waiting while the port is full. False once the host is gone. */
 static bool put(const void *p, size_t n)
@@ -69,39 +80,34 @@ static bool put_buf(struct buf *b)
 /* Block until the next whole message from the host: true with *m, false when the port fails. */
 static bool get_msg(struct frame_decoder *d, struct buf *payload, struct agent_msg *m)
 {
-	uint8_t rb[4096];
-
 	for (;;) {
+		while (roff < rlen) {
+			size_t used = 0;
+			uint8_t type;
+			int r = frame_decoder_feed(d, rbuf + roff, rlen - roff, &used);
+			roff += used;
+			if (r < 0) {
+				return false;
+			}
+			if (r == 1) {
+				buf_reset(payload);
+				return frame_decoder_take(d, &type, payload) >= 0 &&
+				       agent_msg_decode(type, buf_ptr(payload), buf_len(payload), m) >= 0;
+			}
+		}
 		struct pollfd pfd = { .fd = hport, .events = POLLIN };
 		ssize_t n;
-		size_t off = 0;
 
 		(void)poll(&pfd, 1, -1);
-		n = read(hport, rb, sizeof(rb));
+		n = read(hport, rbuf, sizeof(rbuf));
 		if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
 			continue;
 		}
 		if (n <= 0) {
 			return false;
 		}
-		while (off < (size_t)n) {
-			size_t used = 0;
-			uint8_t type;
-			int r = frame_decoder_feed(d, rb + off, (size_t)n - off, &used);
-			off += used;
-			if (r < 0) {
-				return false;
-			}
-			if (r == 1) {
-				buf_reset(payload);
-				if (frame_decoder_take(d, &type, payload) < 0 ||
-				    agent_msg_decode(type, buf_ptr(payload), buf_len(payload), m) < 0) {
-					return false;
-				}
-				/* One message per call: the rest of this read is lost, which no mode here minds. */
-				return true;
-			}
-		}
+		roff = 0;
+		rlen = (size_t)n;
 	}
 }
 
@@ -177,6 +183,142 @@ static void flood_egress(void)
 	spew(true);
 }
 
+static int b64_value(uint8_t c)
+{
+	if (c >= 'A' && c <= 'Z') {
+		return c - 'A';
+	}
+	if (c >= 'a' && c <= 'z') {
+		return c - 'a' + 26;
+	}
+	if (c >= '0' && c <= '9') {
+		return c - '0' + 52;
+	}
+	if (c == '+') {
+		return 62;
+	}
+	if (c == '/') {
+		return 63;
+	}
+	return -1;
+}
+
+/* Standard base64 with padding into out (the guest links no libcrypto); -EBADMSG on anything else. */
+static int b64_decode_std(const char *s, struct buf *out)
+{
+	size_t n = strlen(s);
+
+	if (n % 4 != 0) {
+		return -EBADMSG;
+	}
+	for (size_t i = 0; i < n; i += 4) {
+		int v[4];
+		size_t pad = 0;
+		uint8_t o[3];
+		for (size_t j = 0; j < 4; j++) {
+			if (s[i + j] == '=' && i + 4 == n && j >= 2) {
+				v[j] = 0;
+				pad++;
+				continue;
+			}
+			v[j] = pad ? -1 : b64_value((uint8_t)s[i + j]);
+			if (v[j] < 0) {
+				return -EBADMSG;
+			}
+		}
+		o[0] = (uint8_t)(v[0] << 2 | v[1] >> 4);
+		o[1] = (uint8_t)((v[1] & 15) << 4 | v[2] >> 2);
+		o[2] = (uint8_t)((v[2] & 3) << 6 | v[3]);
+		if (buf_put(out, o, 3 - pad) < 0) {
+			return -E2BIG;
+		}
+	}
+	return 0;
+}
+
+/* The patch as DIFF_DATA frames of at most AGENT_MAX_DATA bytes, then DIFF_END with its byte count. */
+static bool send_patch(uint32_t id, const struct buf *patch, struct buf *out)
+{
+	static uint8_t frame[4 + AGENT_MAX_DATA];
+	char end[128];
+	size_t off = 0;
+	int n;
+
+	while (off < buf_len(patch)) {
+		size_t k = MIN(buf_len(patch) - off, AGENT_MAX_DATA);
+		frame[0] = (uint8_t)(id >> 24);
+		frame[1] = (uint8_t)(id >> 16);
+		frame[2] = (uint8_t)(id >> 8);
+		frame[3] = (uint8_t)id;
+		memcpy(frame + 4, (const uint8_t *)buf_ptr(patch) + off, k);
+		if (frame_encode(out, AGENT_MSG_DIFF_DATA, frame, 4 + k) < 0 || !put_buf(out)) {
+			return false;
+		}
+		off += k;
+	}
+	/* Keys in JCS order, as the real guest writes them. */
+	n = snprintf(end, sizeof(end), "{\"bytes\":%zu,\"id\":%u,\"notices\":[]}", buf_len(patch), id);
+	return n > 0 && (size_t)n < sizeof(end) && frame_encode(out, AGENT_MSG_DIFF_END, end, (size_t)n) >= 0 &&
+	       put_buf(out);
+}
+
+/*
+ * Mode patch: pongs, every DIFF answered with the patch from the box env, execs
+ * refused, SHUTDOWN acknowledged (returns 0: main powers off, so a stop is
+ * orderly and the host saves what this guest sent).
+ */
+static int serve_patch(const struct guest_agent_config *cfg, struct frame_decoder *d, struct buf *payload,
+		       struct buf *out)
+{
+	struct buf patch;
+	const char *b64 = NULL;
+
+	for (size_t i = 0; cfg->base_env && cfg->base_env[i]; i++) {
+		if (strncmp(cfg->base_env[i], PATCH_B64_ENV, strlen(PATCH_B64_ENV)) == 0) {
+			b64 = cfg->base_env[i] + strlen(PATCH_B64_ENV);
+		}
+	}
+	if (buf_init(&patch, AGENT_MAX_STRING, 0) < 0 || !b64 || b64_decode_std(b64, &patch) < 0) {
+		log_error("hostile: patch mode needs %sBASE64", PATCH_B64_ENV);
+		hang();
+	}
+	if (cfg->ready_fd >= 0) {
+		(void)close(cfg->ready_fd);
+	}
+	for (;;) {
+		struct agent_msg m = { 0 };
+		bool ok = true;
+		if (!get_msg(d, payload, &m)) {
+			hang();
+		}
+		switch (m.type) {
+		case AGENT_MSG_PING:
+			ok = agent_encode_simple(out, AGENT_MSG_PONG, m.id) >= 0 && put_buf(out);
+			break;
+		case AGENT_MSG_EXEC:
+			ok = agent_encode_error(out, m.id, AGENT_ERR_EXEC,
+						"the hostile patch guest runs no commands") >= 0 &&
+			     put_buf(out);
+			break;
+		case AGENT_MSG_DIFF:
+			kmsg_line("HOSTILE-GUEST sends its patch");
+			ok = send_patch(m.id, &patch, out);
+			break;
+		case AGENT_MSG_SHUTDOWN:
+			agent_msg_release(&m);
+			(void)agent_encode_simple(out, AGENT_MSG_SHUTDOWN_ACK, 0);
+			(void)put_buf(out);
+			return 0;
+		default:
+			break;
+		}
+		agent_msg_release(&m);
+		if (!ok) {
+			hang();
+		}
+	}
+}
+
 static int hostile(const char *mode, const struct guest_agent_config *cfg)
 {
 	struct frame_decoder d;
@@ -229,6 +371,8 @@ static int hostile(const char *mode, const struct guest_agent_config *cfg)
 		ignore_kills(&d, &payload, &out);
 	} else if (strcmp(mode, "hang") == 0) {
 		hang();
+	} else if (strcmp(mode, "patch") == 0) {
+		return serve_patch(cfg, &d, &payload, &out);
 	} else {
 		log_error("hostile: unknown mode %s", mode);
 	}
