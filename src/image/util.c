@@ -45,7 +45,8 @@ int image_find_program(const char *name, char **ret)
 	return -ENOENT;
 }
 
-static int drain(int fd, struct buf *b, bool *open)
+/* Read what is there; *open false at EOF. Past b's max_size: -E2BIG, or the rest dropped when truncate. */
+static int drain(int fd, struct buf *b, bool truncate, bool *open)
 {
 	uint8_t tmp[16384];
 	ssize_t n = RETRY_EINTR(read(fd, tmp, sizeof(tmp)));
@@ -56,7 +57,10 @@ static int drain(int fd, struct buf *b, bool *open)
 		*open = false;
 		return 0;
 	}
-	return buf_put(b, tmp, (size_t)n);
+	if (truncate && (size_t)n > buf_avail(b)) {
+		n = (ssize_t)buf_avail(b);
+	}
+	return n > 0 ? buf_put(b, tmp, (size_t)n) : 0;
 }
 
 int image_run_timed(char *const argv[], char *const envp[], const char *cwd, struct buf *out, struct buf *err,
@@ -68,52 +72,45 @@ int image_run_timed(char *const argv[], char *const envp[], const char *cwd, str
 int image_run_keep_fd(char *const argv[], char *const envp[], const char *cwd, struct buf *out, struct buf *err,
 		      unsigned timeout_s, int keep_fd)
 {
-	int po[2] = { -1, -1 }, pe[2] = { -1, -1 };
-	int r = 0, status = 0;
-	bool oo, eo, reaped = false;
-	int64_t deadline;
-	pid_t pid, parent = getpid();
+	struct image_run_opts o = {
+		.cwd = cwd, .out = out, .err = err, .timeout_s = timeout_s, .keep_fd = keep_fd, .stdin_fd = -1
+	};
+	return image_run_opts(argv, envp, &o);
+}
 
-	if (timeout_s == 0 || (keep_fd >= 0 && keep_fd <= 2)) {
-		return -EINVAL;
-	}
-	if (pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0) {
-		r = negative_errno();
-		goto out_close;
-	}
-	deadline = (int64_t)clock_mono_ms() + (int64_t)timeout_s * 1000;
-	pid = fork();
-	if (pid < 0) {
-		r = negative_errno();
-		goto out_close;
-	}
-	if (pid == 0) {
-		int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
-		/* killed with us: a tool never outlives the deadline of the process that ran it */
-		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent) {
-			_exit(127);
-		}
-		if (nul < 0 || dup2(nul, 0) < 0 || dup2(out ? po[1] : nul, 1) < 0 || dup2(err ? pe[1] : nul, 2) < 0) {
-			_exit(127);
-		}
-		if (cwd && chdir(cwd) < 0) {
-			_exit(127);
-		}
-		/* the one fd the tool is given (close-on-exec in the parent, so no other child gets it) */
-		if (keep_fd >= 0 && fcntl(keep_fd, F_SETFD, 0) < 0) {
-			_exit(127);
-		}
-		execve(argv[0], argv, envp);
+/* The child's side: its fds, its directory, then the program. Never returns. */
+_noreturn_ static void run_child(char *const argv[], char *const envp[], const struct image_run_opts *o, int out_w,
+				 int err_w, pid_t parent)
+{
+	int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
+	/* killed with us: a tool never outlives the deadline of the process that ran it */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent || nul < 0) {
 		_exit(127);
 	}
-	(void)close(po[1]);
-	(void)close(pe[1]);
-	po[1] = pe[1] = -1;
-	oo = out != NULL;
-	eo = err != NULL;
+	if (dup2(o->stdin_fd >= 0 ? o->stdin_fd : nul, 0) < 0 || dup2(o->out ? out_w : nul, 1) < 0 ||
+	    dup2(o->err ? err_w : nul, 2) < 0) {
+		_exit(127);
+	}
+	if (o->cwd && chdir(o->cwd) < 0) {
+		_exit(127);
+	}
+	/* 0, 1, 2 and the one fd the tool is given, whatever else the caller left open without O_CLOEXEC */
+	if (close_range(3, ~0u, CLOSE_RANGE_CLOEXEC) < 0 || (o->keep_fd >= 0 && fcntl(o->keep_fd, F_SETFD, 0) < 0)) {
+		_exit(127);
+	}
+	execve(argv[0], argv, envp);
+	_exit(127);
+}
+
+/* Read the child's output until both pipes end and it is reaped, or the deadline. */
+static int run_wait(pid_t pid, int out_r, int err_r, const struct image_run_opts *o, int64_t deadline)
+{
+	bool oo = o->out != NULL, eo = o->err != NULL, reaped = false;
+	int r = 0, status = 0;
+
 	while (oo || eo || !reaped) {
-		struct pollfd pf[2] = { { .fd = oo ? po[0] : -1, .events = POLLIN },
-					{ .fd = eo ? pe[0] : -1, .events = POLLIN } };
+		struct pollfd pf[2] = { { .fd = oo ? out_r : -1, .events = POLLIN },
+					{ .fd = eo ? err_r : -1, .events = POLLIN } };
 		int64_t left = deadline - (int64_t)clock_mono_ms();
 		int pr;
 		if (left <= 0) {
@@ -126,17 +123,13 @@ int image_run_keep_fd(char *const argv[], char *const envp[], const char *cwd, s
 			r = negative_errno();
 			break;
 		}
-		if (oo && (pf[0].revents & (POLLIN | POLLHUP | POLLERR))) {
-			r = drain(po[0], out, &oo);
-			if (r < 0) {
-				break;
-			}
+		if (oo && (pf[0].revents & (POLLIN | POLLHUP | POLLERR)) &&
+		    (r = drain(out_r, o->out, false, &oo)) < 0) {
+			break;
 		}
-		if (eo && (pf[1].revents & (POLLIN | POLLHUP | POLLERR))) {
-			r = drain(pe[0], err, &eo);
-			if (r < 0) {
-				break;
-			}
+		if (eo && (pf[1].revents & (POLLIN | POLLHUP | POLLERR)) &&
+		    (r = drain(err_r, o->err, o->err_truncate, &eo)) < 0) {
+			break;
 		}
 		if (!reaped) {
 			pid_t w = RETRY_EINTR(waitpid(pid, &status, WNOHANG));
@@ -156,9 +149,35 @@ int image_run_keep_fd(char *const argv[], char *const envp[], const char *cwd, s
 			r = negative_errno();
 		}
 	}
-	if (r >= 0) {
-		r = WIFEXITED(status) ? WEXITSTATUS(status) : -ECHILD;
+	return r < 0 ? r : WIFEXITED(status) ? WEXITSTATUS(status) : -ECHILD;
+}
+
+int image_run_opts(char *const argv[], char *const envp[], const struct image_run_opts *o)
+{
+	int po[2] = { -1, -1 }, pe[2] = { -1, -1 };
+	int r;
+	int64_t deadline;
+	pid_t pid, parent = getpid();
+
+	if (!o || o->timeout_s == 0 || (o->keep_fd >= 0 && o->keep_fd <= 2)) {
+		return -EINVAL;
 	}
+	if (pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0) {
+		r = negative_errno();
+		goto out_close;
+	}
+	deadline = (int64_t)clock_mono_ms() + (int64_t)o->timeout_s * 1000;
+	pid = fork();
+	if (pid < 0) {
+		r = negative_errno();
+		goto out_close;
+	}
+	if (pid == 0) {
+		run_child(argv, envp, o, po[1], pe[1], parent);
+	}
+	closep(&po[1]);
+	closep(&pe[1]);
+	r = run_wait(pid, po[0], pe[0], o, deadline);
 out_close:
 	for (int i = 0; i < 2; i++) {
 		closep(&po[i]);

@@ -67,6 +67,20 @@ _wur_ int image_run_timed(char *const argv[], char *const envp[], const char *cw
 _wur_ int image_run_keep_fd(char *const argv[], char *const envp[], const char *cwd, struct buf *out, struct buf *err,
 			    unsigned timeout_s, int keep_fd);
 
+/* The one runner of a helper program (image_run* and the patch door's git are it with fewer options). */
+struct image_run_opts {
+	const char *cwd; /* NULL: inherit */
+	struct buf *out; /* stdout (NULL: /dev/null); past its max_size -E2BIG, the child killed */
+	struct buf *err; /* stderr (NULL: /dev/null); past its max_size as out, or the rest dropped (err_truncate) */
+	bool err_truncate;
+	unsigned timeout_s; /* > 0: past it SIGKILL and -ETIME */
+	int keep_fd; /* -1, or an fd (> 2) the child keeps open at the same number */
+	int stdin_fd; /* -1: /dev/null; else dup'ed to the child's stdin (the caller keeps it) */
+};
+
+/* Run argv[0] (an absolute path) with exactly envp as o says; image_run's return values. */
+_wur_ int image_run_opts(char *const argv[], char *const envp[], const struct image_run_opts *o);
+
 /* Remove name beneath dirfd and everything below it, never following a symlink. ENOENT is success. */
 _wur_ int image_rm_rf_at(int dirfd, const char *name);
 

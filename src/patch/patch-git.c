@@ -6,17 +6,12 @@
  */
 #include <dirent.h>
 #include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 
 #include "banned.h"
-#include "clock.h"
 #include "image/util.h"
 #include "log.h"
 #include "patch/patch-git.h"
@@ -122,39 +117,13 @@ int patch_git_envp(const struct patch_git_env *e, const char *const *extra, cons
 	return 0;
 }
 
-/* Read what is there; *open false at EOF. capped: past max_size -E2BIG; else the excess is dropped. */
-static int drain(int fd, struct buf *b, bool capped, bool *open)
-{
-	uint8_t tmp[16384];
-	ssize_t k = RETRY_EINTR(read(fd, tmp, sizeof(tmp)));
-
-	if (k < 0) {
-		return errno == EAGAIN ? 0 : negative_errno();
-	}
-	if (k == 0) {
-		*open = false;
-		return 0;
-	}
-	if ((size_t)k > buf_avail(b)) {
-		if (capped) {
-			return -E2BIG;
-		}
-		k = (ssize_t)buf_avail(b);
-	}
-	return k > 0 ? buf_put(b, tmp, (size_t)k) : 0;
-}
-
 int patch_git_run(const struct patch_git_env *e, const char *const args[], const struct patch_git_run_opts *o)
 {
 	const char *argv[1 + ARRAY_SIZE(fixed_args) + PATCH_GIT_MAX_ARGS + 1];
 	const char *envp[PATCH_GIT_ENVP_SIZE];
-	int po[2] = { -1, -1 }, pe[2] = { -1, -1 };
-	int r, status = 0;
+	struct image_run_opts ro;
 	size_t k = 0;
-	bool oo, eo, reaped = false;
-	int64_t deadline;
-	unsigned timeout_s;
-	pid_t pid, parent = getpid();
+	int r;
 
 	if (!e || !e->git || !args || !o) {
 		return -EINVAL;
@@ -174,96 +143,15 @@ int patch_git_run(const struct patch_git_env *e, const char *const args[], const
 	if (r < 0) {
 		return r;
 	}
-	timeout_s = o->timeout_s ? o->timeout_s : PATCH_GIT_TIMEOUT_S;
-	if ((o->out && pipe2(po, O_CLOEXEC) < 0) || (o->err && pipe2(pe, O_CLOEXEC) < 0)) {
-		r = negative_errno();
-		goto out_close;
-	}
-	deadline = (int64_t)clock_mono_ms() + (int64_t)timeout_s * 1000;
-	pid = fork();
-	if (pid < 0) {
-		r = negative_errno();
-		goto out_close;
-	}
-	if (pid == 0) {
-		int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
-		/* git never outlives the process that ran it */
-		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent || nul < 0) {
-			_exit(127);
-		}
-		if (dup2(o->stdin_fd >= 0 ? o->stdin_fd : nul, 0) < 0 || dup2(o->out ? po[1] : nul, 1) < 0 ||
-		    dup2(o->err ? pe[1] : nul, 2) < 0) {
-			_exit(127);
-		}
-		if (o->cwd && chdir(o->cwd) < 0) {
-			_exit(127);
-		}
-		/* git gets 0, 1 and 2 only, whatever the caller left open without O_CLOEXEC */
-		(void)close_range(3, ~0u, 0);
-		execve(argv[0], (char *const *)argv, (char *const *)envp);
-		_exit(127);
-	}
-	closep(&po[1]);
-	closep(&pe[1]);
-	po[1] = pe[1] = -1;
-	oo = o->out != NULL;
-	eo = o->err != NULL;
-	r = 0;
-	while (oo || eo || !reaped) {
-		struct pollfd pf[2] = { { .fd = oo ? po[0] : -1, .events = POLLIN },
-					{ .fd = eo ? pe[0] : -1, .events = POLLIN } };
-		int64_t left = deadline - (int64_t)clock_mono_ms();
-		int pr;
-
-		if (left <= 0) {
-			r = -ETIME;
-			break;
-		}
-		/* the pipes say when output ends; the exit itself is looked for every 50 ms */
-		pr = RETRY_EINTR(poll(pf, 2, (int)MIN(left, (oo || eo) && !reaped ? 50 : (oo || eo) ? left : 50)));
-		if (pr < 0) {
-			r = negative_errno();
-			break;
-		}
-		if (oo && (pf[0].revents & (POLLIN | POLLHUP | POLLERR))) {
-			r = drain(po[0], o->out, true, &oo);
-			if (r < 0) {
-				break;
-			}
-		}
-		if (eo && (pf[1].revents & (POLLIN | POLLHUP | POLLERR))) {
-			r = drain(pe[0], o->err, false, &eo);
-			if (r < 0) {
-				break;
-			}
-		}
-		if (!reaped) {
-			pid_t w = RETRY_EINTR(waitpid(pid, &status, WNOHANG));
-			if (w < 0) {
-				r = negative_errno();
-				reaped = true;
-				break;
-			}
-			reaped = w == pid;
-		}
-	}
-	if (!reaped) {
-		if (r < 0) {
-			(void)kill(pid, SIGKILL);
-		}
-		if (RETRY_EINTR(waitpid(pid, &status, 0)) < 0 && r >= 0) {
-			r = negative_errno();
-		}
-	}
-	if (r >= 0) {
-		r = WIFEXITED(status) ? WEXITSTATUS(status) : -ECHILD;
-	}
-out_close:
-	for (int i = 0; i < 2; i++) {
-		closep(&po[i]);
-		closep(&pe[i]);
-	}
-	return r;
+	/* git gets 0, 1 and 2 only; its stderr is kept up to the buffer's cap, never an error */
+	ro = (struct image_run_opts){ .cwd = o->cwd,
+				      .out = o->out,
+				      .err = o->err,
+				      .err_truncate = true,
+				      .timeout_s = o->timeout_s ? o->timeout_s : PATCH_GIT_TIMEOUT_S,
+				      .keep_fd = -1,
+				      .stdin_fd = o->stdin_fd };
+	return image_run_opts((char *const *)argv, (char *const *)envp, &ro);
 }
 
 const char *patch_git_first_line(const struct buf *err, char out[PATCH_GIT_LINE_BUFSIZE])
