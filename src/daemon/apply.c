@@ -516,7 +516,7 @@ static json_t *write_args(const struct apply_ctx *a, const struct apply_file *f)
 		return NULL;
 	}
 	return json_pack("{s:s,s:s,s:s,s:s?,s:s?,s:I,s:b,s:s?,s:s,s:s?}", "file_path", fp, "path", f->path, "op",
-			 apply_op_name(f->op), "mode", gone ? NULL : apply_mode_name(f->mode), "content_sha256",
+			 apply_op_name(f->op), "mode", gone ? NULL : patch_mode_name(f->mode), "content_sha256",
 			 gone ? NULL : f->sha256, "size", (json_int_t)f->size, "binary", f->binary, "sensitive",
 			 f->sensitive, "patch_sha256", a->plan.patch_sha256, "pre_sha256",
 			 f->pre_type == APPLY_PRE_ABSENT ? NULL : f->pre_sha256);

@@ -75,26 +75,12 @@ int apply_op_from_name(const char *s, enum patch_op *ret)
 	return -EINVAL;
 }
 
-const char *apply_mode_name(uint32_t mode)
-{
-	switch (mode) {
-	case PATCH_MODE_FILE:
-		return "100644";
-	case PATCH_MODE_EXEC:
-		return "100755";
-	case PATCH_MODE_LINK:
-		return "120000";
-	default:
-		return NULL;
-	}
-}
-
 int apply_mode_from_name(const char *s, uint32_t *ret)
 {
 	static const uint32_t modes[] = { PATCH_MODE_FILE, PATCH_MODE_EXEC, PATCH_MODE_LINK };
 
 	for (size_t i = 0; i < ARRAY_SIZE(modes); i++) {
-		if (strcmp(s, apply_mode_name(modes[i])) == 0) {
+		if (strcmp(s, patch_mode_name(modes[i])) == 0) {
 			*ret = modes[i];
 			return 0;
 		}
@@ -254,7 +240,7 @@ static int check_file(const char *pfx, const struct apply_file *f, size_t i, cha
 			return -EBADMSG;
 		}
 	} else {
-		if (!apply_mode_name(f->mode)) {
+		if (!patch_mode_name(f->mode)) {
 			diag_set(diag, dsz, "%s\"files\"[%zu].mode is not 100644, 100755 or 120000", pfx, i);
 			return -EBADMSG;
 		}
@@ -953,14 +939,14 @@ static json_t *str_or_null(const char *s)
 static json_t *file_json(const struct apply_file *f)
 {
 	json_t *pre =
-		json_pack("{s:o,s:o,s:s}", "mode", str_or_null(apply_mode_name(f->pre_mode)), "sha256",
+		json_pack("{s:o,s:o,s:s}", "mode", str_or_null(patch_mode_name(f->pre_mode)), "sha256",
 			  str_or_null(f->pre_sha256[0] ? f->pre_sha256 : NULL), "type", pre_type_name(f->pre_type));
 
 	if (!pre) {
 		return NULL;
 	}
 	return json_pack("{s:b,s:o,s:s,s:s,s:o,s:o,s:o,s:I}", "binary", f->binary, "mode",
-			 str_or_null(apply_mode_name(f->mode)), "op", apply_op_name(f->op), "path", f->path, "pre", pre,
+			 str_or_null(patch_mode_name(f->mode)), "op", apply_op_name(f->op), "path", f->path, "pre", pre,
 			 "sensitive", str_or_null(f->sensitive), "sha256", str_or_null(f->sha256[0] ? f->sha256 : NULL),
 			 "size", (json_int_t)f->size);
 }

@@ -163,10 +163,10 @@ _wur_ int apply_plan_set_error(struct apply_plan *p, const char *msg, const char
 /* Release one FILE's strings (apply_plan_release does it for every file). */
 void apply_file_release(struct apply_file *f);
 
-/* "create"/"modify"/"delete" and back (-EINVAL); "100644"/"100755"/"120000" and back (-EINVAL). */
+/* "create"/"modify"/"delete" and back (-EINVAL); "100644"/"100755"/"120000" (patch_mode_name) back (-EINVAL). */
 const char *apply_op_name(enum patch_op op);
 _wur_ int apply_op_from_name(const char *s, enum patch_op *ret);
-const char *apply_mode_name(uint32_t mode);
+
 _wur_ int apply_mode_from_name(const char *s, uint32_t *ret);
 
 #endif

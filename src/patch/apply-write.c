@@ -218,8 +218,8 @@ static int read_result(const struct wctx *c, int tree_fd, struct buf **ret_data)
 		return wfail(c, "result-mismatch",
 			     "the result in the scratch tree (mode %s, %zu bytes, sha256 %.12s...) is not what was "
 			     "decided (mode %s, %llu bytes, sha256 %.12s...)",
-			     apply_mode_name(mode) ? apply_mode_name(mode) : "?", buf_len(data), hex,
-			     apply_mode_name(f->mode), (unsigned long long)f->size, f->sha256);
+			     patch_mode_name(mode) ? patch_mode_name(mode) : "?", buf_len(data), hex,
+			     patch_mode_name(f->mode), (unsigned long long)f->size, f->sha256);
 	}
 	*ret_data = steal_ptr(data);
 	return 0;
@@ -314,7 +314,7 @@ static int check_pre(const struct wctx *c, int dirfd, const char *name)
 	if (mode != f->pre_mode) {
 		return wfail(c, "checkout-changed",
 			     "its type or mode in the checkout changed since the plan (%s, was %s)",
-			     apply_mode_name(mode), apply_mode_name(f->pre_mode));
+			     patch_mode_name(mode), patch_mode_name(f->pre_mode));
 	}
 	if (strcmp(hex, f->pre_sha256) != 0) {
 		return wfail(c, "checkout-changed", "its content in the checkout changed since the plan");

@@ -64,7 +64,7 @@ static void print_human(const struct apply_plan *plan)
 		const struct apply_file *f = &plan->files[i];
 		printf("  %-6s %s", apply_op_name(f->op), log_quote(f->path, strlen(f->path), q));
 		if (f->op != PATCH_DELETE) {
-			printf(" %s %llu bytes sha256 %s", apply_mode_name(f->mode), (unsigned long long)f->size,
+			printf(" %s %llu bytes sha256 %s", patch_mode_name(f->mode), (unsigned long long)f->size,
 			       f->sha256);
 		}
 		if (f->sensitive) {
