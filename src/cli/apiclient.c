@@ -201,6 +201,26 @@ int apiclient_read_json(struct apiclient *c, json_t **ret)
 	return json_parse_strict(buf_ptr(&c->in), (size_t)c->resp.content_length, &o, ret);
 }
 
+int apiclient_request(struct apiclient *c, const char *method, const char *path, const json_t *body, bool upgrade,
+		      void (*on_interim)(const char *approval))
+{
+	int r = apiclient_send(c, method, path, body, upgrade);
+	int rr = apiclient_read_head(c, on_interim);
+
+	return rr >= 0 || r >= 0 ? rr : r;
+}
+
+void apiclient_print_refusal(struct apiclient *c, const char *what)
+{
+	_cleanup_json_ json_t *reply = NULL;
+
+	if (apiclient_read_json(c, &reply) >= 0) {
+		apiclient_print_error(what, c->resp.status, reply);
+	} else {
+		fprintf(stderr, "tkbox %s: the daemon answered HTTP %d\n", what, c->resp.status);
+	}
+}
+
 int apiclient_call(const char *state_dir, const char *method, const char *path, const json_t *body, int *ret_status,
 		   json_t **ret)
 {
@@ -211,12 +231,7 @@ int apiclient_call(const char *state_dir, const char *method, const char *path, 
 	if (r < 0) {
 		return r;
 	}
-	/* A refusal (403 for another uid) may arrive before the request is sent whole: read it anyway. */
-	r = apiclient_send(c, method, path, body, false);
-	{
-		int rr = apiclient_read_head(c, NULL);
-		r = rr >= 0 || r >= 0 ? rr : r;
-	}
+	r = apiclient_request(c, method, path, body, false, NULL);
 	if (r >= 0) {
 		r = apiclient_read_json(c, ret);
 	}

@@ -42,6 +42,17 @@ _wur_ int apiclient_send(struct apiclient *c, const char *method, const char *pa
  */
 _wur_ int apiclient_read_head(struct apiclient *c, void (*on_interim)(const char *approval));
 
+/*
+ * apiclient_send, then apiclient_read_head even when the send failed: an
+ * early refusal (403 for another uid, 413) may arrive before the request is
+ * sent whole. Returns the head's result, or the send's error when no head came.
+ */
+_wur_ int apiclient_request(struct apiclient *c, const char *method, const char *path, const json_t *body, bool upgrade,
+			    void (*on_interim)(const char *approval));
+
+/* A non-2xx answer whose head was read: its JSON error printed as apiclient_print_error does, or its status. */
+void apiclient_print_refusal(struct apiclient *c, const char *what);
+
 /* Read a JSON body of the response (Content-Length) into *ret. */
 _wur_ int apiclient_read_json(struct apiclient *c, json_t **ret);
 

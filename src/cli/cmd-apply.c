@@ -178,12 +178,7 @@ int cmd_apply(int argc, char **argv)
 	if (r < 0) {
 		return PATCHVIEW_EXIT_TKBOX;
 	}
-	r = apiclient_send(c, "POST", path, body, false);
-	{
-		/* An early refusal may arrive before the request is sent whole: read it anyway. */
-		int rr = apiclient_read_head(c, on_approval);
-		r = rr >= 0 || r >= 0 ? rr : r;
-	}
+	r = apiclient_request(c, "POST", path, body, false, on_approval);
 	if (r >= 0) {
 		r = apiclient_read_json(c, &reply);
 	}

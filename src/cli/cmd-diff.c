@@ -75,7 +75,7 @@ int cmd_diff(int argc, char **argv)
 		{ "output", required_argument, NULL, 'o' }, { "state-dir", required_argument, NULL, 'd' },
 		{ "help", no_argument, NULL, 'h' },	    { NULL, 0, NULL, 0 },
 	};
-	_cleanup_json_ json_t *reply = NULL, *summary = NULL, *out_json = NULL;
+	_cleanup_json_ json_t *summary = NULL, *out_json = NULL;
 	struct apiclient *c = NULL;
 	struct patch p = { 0 };
 	struct buf body = { 0 };
@@ -125,22 +125,13 @@ int cmd_diff(int argc, char **argv)
 	if (r < 0) {
 		return DIFF_EXIT_TKBOX;
 	}
-	r = apiclient_send(c, "GET", path, NULL, false);
-	{
-		/* An early refusal may arrive before the request is sent whole: read it anyway. */
-		int rr = apiclient_read_head(c, NULL);
-		r = rr >= 0 || r >= 0 ? rr : r;
-	}
+	r = apiclient_request(c, "GET", path, NULL, false, NULL);
 	if (r < 0) {
 		fprintf(stderr, "tkbox diff: the daemon's answer was cut or malformed: %s\n", tk_strerror(r));
 		goto out;
 	}
 	if (c->resp.status != 200) {
-		if (apiclient_read_json(c, &reply) >= 0) {
-			apiclient_print_error("diff", c->resp.status, reply);
-		} else {
-			fprintf(stderr, "tkbox diff: the daemon answered HTTP %d\n", c->resp.status);
-		}
+		apiclient_print_refusal(c, "diff");
 		ret = c->resp.status >= 400 && c->resp.status < 500 ? DIFF_EXIT_REFUSED : DIFF_EXIT_TKBOX;
 		goto out;
 	}

@@ -406,12 +406,7 @@ int cmd_exec(int argc, char **argv)
 	}
 	/* While the daemon waits for the signer (or a person), a signal ends this wait: see interrupted(). */
 	c->intr_fd = s.sfd;
-	r = apiclient_send(c, "POST", path, body, true);
-	{
-		/* An early refusal may arrive before the request is sent whole: read it anyway. */
-		int rr = apiclient_read_head(c, on_approval);
-		r = rr >= 0 || r >= 0 ? rr : r;
-	}
+	r = apiclient_request(c, "POST", path, body, true, on_approval);
 	if (r < 0 && c->intr_signo > 0) {
 		ret = interrupted(c->intr_signo);
 		goto out;

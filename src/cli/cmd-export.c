@@ -25,7 +25,6 @@ int cmd_export(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	_cleanup_free_ char *trust_path = NULL, *trust = NULL;
-	_cleanup_json_ json_t *reply = NULL;
 	struct apiclient *c = NULL;
 	struct sha256_ctx *h = NULL;
 	const char *state_dir = NULL, *out = NULL, *box = NULL;
@@ -66,22 +65,13 @@ int cmd_export(int argc, char **argv)
 	if (r < 0) {
 		return 125;
 	}
-	r = apiclient_send(c, "POST", path, NULL, false);
-	{
-		/* An early refusal may arrive before the request is sent whole: read it anyway. */
-		int rr = apiclient_read_head(c, NULL);
-		r = rr >= 0 || r >= 0 ? rr : r;
-	}
+	r = apiclient_request(c, "POST", path, NULL, false, NULL);
 	if (r < 0) {
 		fprintf(stderr, "tkbox export: the daemon's answer was cut or malformed: %s\n", tk_strerror(r));
 		goto out;
 	}
 	if (c->resp.status != 200) {
-		if (apiclient_read_json(c, &reply) >= 0) {
-			apiclient_print_error("export", c->resp.status, reply);
-		} else {
-			fprintf(stderr, "tkbox export: the daemon answered HTTP %d\n", c->resp.status);
-		}
+		apiclient_print_refusal(c, "export");
 		goto out;
 	}
 	if (!c->resp.has_length || c->resp.content_length > EXPORT_MAX_BUNDLE || !c->resp.trust ||
