@@ -310,7 +310,7 @@ check "b1 decisions = decided + denied + not approved ($dec = $decided + $denied
 	test "$dec" -eq $((decided + denied + notappr))
 check "b1 has the rejected ask" test "$notappr" -eq 1
 check "b1 results = decided - the one lost completion ($res = $decided - 1)" test "$res" -eq $((decided - 1))
-check "b1 observations: one tkbox.box" test "$kinds" = "tkbox.box=1"
+check "b1 observations: one tkbox.box, one tkbox.patch (saved at stop)" test "$kinds" = "tkbox.box=1,tkbox.patch=1"
 check "b1 the lost completion is one tkbox.gap" test "$gaps" -eq 1
 check "b1 run closed as exported" test "$reason" = exported
 # The streamed stdin's digest and size are in the signed tool.result (issue 5), not only in the events file.
