@@ -14,6 +14,8 @@
 int cmd_version(int argc, char **argv);
 /* src/verify (TKBOX_HAVE_VERIFY) */
 int cmd_verify(int argc, char **argv);
+/* issue 15: `tkbox view BUNDLE [--trust T] -o report.html` (cmd-view.c, view-html.c; with verify) */
+int cmd_view(int argc, char **argv);
 /* src/daemon (TKBOX_HAVE_DAEMON) */
 int cmd_daemon(int argc, char **argv);
 int cmd_run(int argc, char **argv);
@@ -35,6 +37,11 @@ int cmd_export(int argc, char **argv);
 int cmd_diff(int argc, char **argv);
 int cmd_apply(int argc, char **argv);
 int cmd_approvals(int argc, char **argv);
+/* issue 15: the MCP server over stdio (cmd-mcp.c, mcp.c) */
+int cmd_mcp(int argc, char **argv);
+/* issue 15 (tkbox-host only): `tkbox doctor [--json]` and `tkbox completion bash` */
+int cmd_doctor(int argc, char **argv);
+int cmd_completion(int argc, char **argv);
 int cmd_approve(int argc, char **argv);
 int cmd_reject(int argc, char **argv);
 /* src/image (TKBOX_HAVE_IMAGES) */

@@ -32,10 +32,10 @@ static const struct command client_commands[] = {
 	{ "run", cmd_run },	    { "exec", cmd_exec },	  { "ls", cmd_ls },
 	{ "stop", cmd_stop },	    { "diff", cmd_diff },	  { "apply", cmd_apply },
 	{ "rm", cmd_rm },	    { "export", cmd_export },	  { "approvals", cmd_approvals },
-	{ "approve", cmd_approve }, { "reject", cmd_reject },
+	{ "approve", cmd_approve }, { "reject", cmd_reject },	  { "mcp", cmd_mcp },
 #endif
 #ifdef TKBOX_HAVE_VERIFY
-	{ "verify", cmd_verify },
+	{ "verify", cmd_verify },   { "view", cmd_view },
 #endif
 	{ "version", cmd_version }, { "--version", cmd_version },
 };

@@ -26,6 +26,10 @@ static const struct command commands[] = {
 	{ "approvals", cmd_approvals, "list the connections boxes wait to have approved" },
 	{ "approve", cmd_approve, "let a box reach the host:port of a pending approval" },
 	{ "reject", cmd_reject, "refuse a pending approval" },
+	{ "mcp", cmd_mcp,
+	  "serve the Model Context Protocol over stdio (an agent's tools: run, exec, diff, stop, export, ls)" },
+	{ "doctor", cmd_doctor, "check this host: KVM, QEMU, the signer, the egress resolver, disk space" },
+	{ "completion", cmd_completion, "print the bash completion script (tkbox completion bash)" },
 #endif
 #ifdef TKBOX_HAVE_IMAGES
 	{ "images", cmd_images, "list, pull, remove and prune cached images" },
@@ -33,6 +37,7 @@ static const struct command commands[] = {
 #endif
 #ifdef TKBOX_HAVE_VERIFY
 	{ "verify", cmd_verify, "verify a .tkb bundle offline against a pinned trust file" },
+	{ "view", cmd_view, "write a bundle as one self-contained HTML report (view BUNDLE [--trust T] -o FILE)" },
 #endif
 	{ "patch", cmd_patch, "check a patch file as the patch door reads it (patch check FILE [--git] [--json])" },
 	{ "apply-prepare", cmd_apply_prepare, "plan a saved patch against a checkout (the apply prepare child)" },

@@ -1,0 +1,11 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Placeholder registered in meson.build by the lead (issue 15); its owner replaces it. */
+#include <stdio.h>
+#include "cli/commands.h"
+int cmd_doctor(int argc, char **argv)
+{
+	(void)argc;
+	(void)argv;
+	fprintf(stderr, "tkbox doctor: not built yet\n");
+	return 2;
+}
