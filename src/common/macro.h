@@ -24,11 +24,19 @@ static inline void freep(void *p)
 {
 	free(*(void **)p);
 }
+/*
+ * Close *fd and set it to -1, so a second closep of the same variable is a
+ * no-op. Without the reset, closep(&x) followed by a cleanup (or a second
+ * closep) closed x's number again: in the threaded daemon that number may
+ * meanwhile be another thread's fd (an API connection accept4 just got), and
+ * that client then got another client's reply (tests/unit/test-image-run.c).
+ */
 static inline void closep(int *fd)
 {
 	if (*fd >= 0) {
 		int saved = errno;
 		(void)close(*fd);
+		*fd = -1;
 		errno = saved;
 	}
 }

@@ -268,17 +268,17 @@ reason_of() {
 
 HCO=$WORK/ph-hostile/repo
 ph_checkout "$HCO" >/dev/null || pt_bail "git"
-# The boxes boot PH_PARALLEL (default 1) at a time. At 4, one fresh-clone CI run saw two concurrent creates
-# cross: one client's connection was reset and another client got its reply (box name included). That daemon
-# defect is open (issue 14's note); PH_PARALLEL=4 is how to look for it. More than 4 under TCG can also miss the
-# supervisor's 45 s first-contact deadline twice.
+# The boxes boot PH_PARALLEL (default 4) at a time. Until issue 15, 4 at once could cross two creates (one
+# client's connection reset, another client given its reply): a double close in the create path's helper-program
+# runner, fixed and guarded by tests/daemon/concurrent-create.sh. More than 4 under TCG can miss the supervisor's
+# 45 s first-contact deadline twice.
 RUNS=()
 throttle() {
 	local n p
 	while :; do
 		n=0
 		for p in "${RUNS[@]}"; do kill -0 "$p" 2>/dev/null && n=$((n + 1)); done
-		[ $n -lt "${PH_PARALLEL:-1}" ] && return
+		[ $n -lt "${PH_PARALLEL:-4}" ] && return
 		sleep 0.5
 	done
 }
@@ -304,7 +304,7 @@ for c in $REAL_CASES; do
 	RUNS+=($!)
 done
 for p in "${RUNS[@]}"; do wait "$p"; done
-echo "# ${#RUNS[@]} boxes booted, ${PH_PARALLEL:-1} at a time, in $(elapsed "$t0") s (load $(cut -d' ' -f1 /proc/loadavg))"
+echo "# ${#RUNS[@]} boxes booted, ${PH_PARALLEL:-4} at a time, in $(elapsed "$t0") s (load $(cut -d' ' -f1 /proc/loadavg))"
 
 # --- the hostile guest's patches --------------------------------------------------------------------------------
 for c in $HOST_CASES; do
