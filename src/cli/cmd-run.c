@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "cli/apiclient.h"
 #include "cli/cliutil.h"
+#include "cli/config.h"
 #include "daemon/daemon.h"
 #include "egress/secret.h"
 #include "json.h"
@@ -21,7 +22,8 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: tkbox run --image IMG [--name NAME] [--workspace DIR|EXT4] [--env K=V]...\n"
+		"usage: tkbox run [--config FILE | --no-config] --image IMG [--name NAME] [--workspace DIR|EXT4]\n"
+		"                 [--env K=V]...\n"
 		"                 [--memory 2G] [--cpus 2] [--disk 4G] [--timeout 1h] [--exec-timeout 30m] "
 		"[--state-dir D]\n"
 		"                 [--platform linux/amd64|linux/arm64] [--registry-auth FILE] [--registry-ca FILE]\n"
@@ -36,7 +38,10 @@ static void usage(FILE *f)
 		"--inspect all refuses every host off the list at once instead of asking a person.\n"
 		"--secret (repeatable, at most 16) hands the box a placeholder in $NAME; the host's proxy swaps the\n"
 		"value (read here from the env variable, the file or stdin) into the header (Authorization unless\n"
-		"named) of requests to the exact hosts named, and blocks it everywhere else.\n");
+		"named) of requests to the exact hosts named, and blocks it everywhere else.\n"
+		"Settings come from ./tkbox.yaml when it exists (or --config FILE; --no-config ignores it;\n"
+		"docs/config.md). A flag overrides the file's setting; --allow, --env and --secret replace the\n"
+		"file's whole list. The file's name, digest and the flags that overrode it are recorded.\n");
 }
 
 /* ---------------------------------------------------------------- --secret */
@@ -299,7 +304,7 @@ static json_t *run_secret_json(const struct egress_secret *s)
  * directory) is made absolute here. *ret stays NULL when the name is fine as
  * it is (a registry reference, or already absolute).
  */
-static int run_image_absolute(const char *image, char **ret)
+static int run_image_absolute(const char *image, const char *base, char **ret)
 {
 	static const char *const prefixes[] = { "oci:", "oci-archive:", "docker-archive:" };
 	_cleanup_free_ char *cwd = NULL;
@@ -313,18 +318,147 @@ static int run_image_absolute(const char *image, char **ret)
 			rest = image + strlen(prefixes[i]);
 		}
 	}
-	if (rest[0] == '/' || (!prefix[0] && stat(rest, &st) < 0)) {
+	if (rest[0] == '/') {
 		return 0;
 	}
-	cwd = getcwd(NULL, 0);
+	cwd = base ? strdup(base) : getcwd(NULL, 0);
 	if (!cwd) {
 		return -errno;
+	}
+	if (!prefix[0]) {
+		_cleanup_free_ char *p = NULL;
+		if (asprintf(&p, "%s/%s", cwd, rest) < 0) {
+			return -ENOMEM;
+		}
+		if (stat(p, &st) < 0) {
+			return 0;
+		}
 	}
 	if (asprintf(&out, "%s%s/%s", prefix, cwd, rest) < 0) {
 		return -ENOMEM;
 	}
 	*ret = out;
 	return 0;
+}
+
+/* ---------------------------------------------------------------- tkbox.yaml */
+
+/* The flag that overrides each setting of the file. */
+static const struct {
+	unsigned bit;
+	const char *flag;
+} run_flag_names[] = {
+	{ CONFIG_HAS_IMAGE, "--image" },
+	{ CONFIG_HAS_NAME, "--name" },
+	{ CONFIG_HAS_WORKSPACE, "--workspace" },
+	{ CONFIG_HAS_INSPECT, "--inspect" },
+	{ CONFIG_HAS_ALLOW, "--allow" },
+	{ CONFIG_HAS_SECRETS, "--secret" },
+	{ CONFIG_HAS_ENV, "--env" },
+	{ CONFIG_HAS_MEMORY, "--memory" },
+	{ CONFIG_HAS_CPUS, "--cpus" },
+	{ CONFIG_HAS_DISK, "--disk" },
+	{ CONFIG_HAS_TIMEOUT, "--timeout" },
+	{ CONFIG_HAS_EXEC_TIMEOUT, "--exec-timeout" },
+};
+
+/* --config FILE, else ./tkbox.yaml when it exists, unless --no-config. 0, or the exit status (2). */
+static int run_config(const char *path, bool no_config, struct config *cfg)
+{
+	char err[1024];
+	struct stat st;
+	int r;
+
+	if (no_config || (!path && lstat("tkbox.yaml", &st) < 0 && errno == ENOENT)) {
+		return 0;
+	}
+	r = config_load(path ? path : "tkbox.yaml", cfg, err, sizeof(err));
+	if (r < 0) {
+		fprintf(stderr, "tkbox run: %s\n", err);
+		return 2;
+	}
+	fprintf(stderr, "tkbox run: settings from %s\n", cfg->path);
+	return 0;
+}
+
+/* The file's secrets, read from their sources as --secret would read them. */
+static int run_config_secrets(const struct config *cfg, json_t *body, json_t *secrets, bool *stdin_used)
+{
+	for (size_t i = 0; i < cfg->n_secrets; i++) {
+		struct egress_secret sec;
+		_cleanup_free_ char *flag = NULL;
+		char err[1024];
+		json_t *o;
+		if (config_secret_flag(&cfg->secrets[i], &flag) < 0) {
+			return 125;
+		}
+		if (run_secret_parse(flag, STDIN_FILENO, stdin_used, &sec, err, sizeof(err)) < 0) {
+			fprintf(stderr, "tkbox run: %s (secrets.%s in %s)\n", err, cfg->secrets[i].name, cfg->path);
+			return 2;
+		}
+		o = run_secret_json(&sec);
+		secmem_free(sec.value, sec.value_len);
+		if (!o || json_array_append_new(secrets, o) < 0) {
+			return 125;
+		}
+		(void)json_object_set(body, "secrets", secrets);
+	}
+	return 0;
+}
+
+static void run_set_uint(json_t *body, const char *key, unsigned bit, unsigned use, uint64_t v)
+{
+	if (use & bit) {
+		(void)json_object_set_new(body, key, json_integer((json_int_t)v));
+	}
+}
+
+/*
+ * What the file sets and no flag does goes into the body; a flag replaces the
+ * file's value (a list flag its whole list). body.config records the file's
+ * path, digest and the flags that overrode it.
+ */
+static int run_config_merge(const struct config *cfg, unsigned given, json_t *body, json_t *env, json_t *allow,
+			    json_t *secrets, bool *stdin_used)
+{
+	unsigned use = cfg->has & ~given;
+	json_t *over;
+
+	if (!cfg->path) {
+		return 0;
+	}
+	over = json_array();
+	for (size_t i = 0; over && i < ARRAY_SIZE(run_flag_names); i++) {
+		if (cfg->has & given & run_flag_names[i].bit) {
+			(void)json_array_append_new(over, json_string(run_flag_names[i].flag));
+		}
+	}
+	if (!over || json_object_set_new(body, "config",
+					 json_pack("{s:s,s:s,s:o}", "file", cfg->path, "sha256", cfg->sha256,
+						   "overridden", over)) < 0) {
+		return 125;
+	}
+	if (use & CONFIG_HAS_NAME) {
+		(void)json_object_set_new(body, "name", json_string(cfg->name));
+	}
+	if (use & CONFIG_HAS_WORKSPACE) {
+		(void)json_object_set_new(body, "workspace", json_string(cfg->workspace));
+	}
+	if (use & CONFIG_HAS_INSPECT) {
+		(void)json_object_set_new(body, "inspect", json_string(cfg->inspect_all ? "all" : "none"));
+	}
+	for (size_t i = 0; (use & CONFIG_HAS_ALLOW) && i < cfg->n_allow; i++) {
+		(void)json_array_append_new(allow, json_string(cfg->allow[i]));
+	}
+	for (size_t i = 0; (use & CONFIG_HAS_ENV) && i < cfg->n_env; i++) {
+		(void)json_array_append_new(env, json_string(cfg->env[i]));
+	}
+	run_set_uint(body, "memory_mib", CONFIG_HAS_MEMORY, use, cfg->memory_mib);
+	run_set_uint(body, "cpus", CONFIG_HAS_CPUS, use, cfg->cpus);
+	run_set_uint(body, "disk_mib", CONFIG_HAS_DISK, use, cfg->disk_mib);
+	run_set_uint(body, "timeout_s", CONFIG_HAS_TIMEOUT, use, cfg->timeout_s);
+	run_set_uint(body, "exec_timeout_s", CONFIG_HAS_EXEC_TIMEOUT, use, cfg->exec_timeout_s);
+	return (use & CONFIG_HAS_SECRETS) ? run_config_secrets(cfg, body, secrets, stdin_used) : 0;
 }
 
 static int run_with(int argc, char **argv, json_t *body)
@@ -346,12 +480,16 @@ static int run_with(int argc, char **argv, json_t *body)
 		{ "allow", required_argument, NULL, 'a' },
 		{ "inspect", required_argument, NULL, 'I' },
 		{ "secret", required_argument, NULL, 'S' },
+		{ "config", required_argument, NULL, 'F' },
+		{ "no-config", no_argument, NULL, 'N' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	_cleanup_json_ json_t *env = json_array(), *allow = json_array(), *reply = NULL, *secrets = json_array();
-	const char *state_dir = NULL, *image = NULL;
-	bool stdin_used = false;
+	const char *state_dir = NULL, *image = NULL, *config_path = NULL;
+	struct config cfg __attribute__((cleanup(config_release))) = { 0 };
+	bool stdin_used = false, no_config = false;
+	unsigned given = 0; /* enum config_has: what the flags set */
 	uint64_t v;
 	int ch, status = 0, r;
 
@@ -363,6 +501,13 @@ static int run_with(int argc, char **argv, json_t *body)
 		switch (ch) {
 		case 'i':
 			image = optarg;
+			given |= CONFIG_HAS_IMAGE;
+			break;
+		case 'F':
+			config_path = optarg;
+			break;
+		case 'N':
+			no_config = true;
 			break;
 		case 'P':
 			if (strcmp(optarg, "linux/amd64") != 0 && strcmp(optarg, "linux/arm64") != 0) {
@@ -385,19 +530,30 @@ static int run_with(int argc, char **argv, json_t *body)
 		}
 		case 'n':
 			(void)json_object_set_new(body, "name", json_string(optarg));
+			given |= CONFIG_HAS_NAME;
 			break;
-		case 'w':
-			(void)json_object_set_new(body, "workspace", json_string(optarg));
+		case 'w': {
+			/* The daemon resolves nothing against its own cwd: the path goes absolute, as the user meant it. */
+			_cleanup_free_ char *abs = realpath(optarg, NULL);
+			if (!abs) {
+				fprintf(stderr, "tkbox run: --workspace %s: %s\n", optarg, strerror(errno));
+				return 2;
+			}
+			(void)json_object_set_new(body, "workspace", json_string(abs));
+			given |= CONFIG_HAS_WORKSPACE;
 			break;
+		}
 		case 'e':
 			if (!strchr(optarg, '=')) {
 				fprintf(stderr, "tkbox run: --env takes NAME=VALUE\n");
 				return 2;
 			}
 			(void)json_array_append_new(env, json_string(optarg));
+			given |= CONFIG_HAS_ENV;
 			break;
 		case 'M':
 		case 'D':
+			given |= ch == 'M' ? CONFIG_HAS_MEMORY : CONFIG_HAS_DISK;
 			r = cli_parse_mib(optarg, ch == 'M' ? 128 : 64, ch == 'M' ? 256 * 1024 : DAEMON_MAX_DISK_MIB,
 					  &v);
 			if (r >= 0) {
@@ -406,6 +562,7 @@ static int run_with(int argc, char **argv, json_t *body)
 			}
 			break;
 		case 'c':
+			given |= CONFIG_HAS_CPUS;
 			r = cli_parse_uint(optarg, 1, 64, &v);
 			if (r >= 0) {
 				(void)json_object_set_new(body, "cpus", json_integer((json_int_t)v));
@@ -413,6 +570,7 @@ static int run_with(int argc, char **argv, json_t *body)
 			break;
 		case 't':
 		case 'T':
+			given |= ch == 't' ? CONFIG_HAS_TIMEOUT : CONFIG_HAS_EXEC_TIMEOUT;
 			r = cli_parse_duration(optarg, 1, DAEMON_MAX_LIFETIME_S, &v);
 			if (r >= 0) {
 				(void)json_object_set_new(body, ch == 't' ? "timeout_s" : "exec_timeout_s",
@@ -420,6 +578,7 @@ static int run_with(int argc, char **argv, json_t *body)
 			}
 			break;
 		case 'a':
+			given |= CONFIG_HAS_ALLOW;
 			/* a comma list is several values; the daemon checks each (an entry or a preset) */
 			for (const char *p = optarg, *c;; p = c + 1) {
 				c = strchr(p, ',');
@@ -439,11 +598,13 @@ static int run_with(int argc, char **argv, json_t *body)
 				return 2;
 			}
 			(void)json_object_set_new(body, "inspect", json_string(optarg));
+			given |= CONFIG_HAS_INSPECT;
 			break;
 		case 'S': {
 			struct egress_secret sec;
 			char err[1024];
 			json_t *o;
+			given |= CONFIG_HAS_SECRETS;
 			if (json_array_size(secrets) >= EGRESS_SECRET_MAX) {
 				fprintf(stderr,
 					"tkbox run: more than %d --secret flags (EGRESS_SECRET_MAX); bind fewer "
@@ -487,13 +648,29 @@ static int run_with(int argc, char **argv, json_t *body)
 			return 2;
 		}
 	}
-	if (!image || optind != argc) {
+	if (optind != argc || (config_path && no_config)) {
+		usage(stderr);
+		return 2;
+	}
+	r = run_config(config_path, no_config, &cfg);
+	if (r != 0) {
+		return r;
+	}
+	r = run_config_merge(&cfg, given, body, env, allow, secrets, &stdin_used);
+	if (r != 0) {
+		return r;
+	}
+	if (!image && cfg.image) {
+		image = cfg.image;
+	}
+	if (!image) {
+		fprintf(stderr, "tkbox run: no image: give --image IMG or image: in tkbox.yaml\n");
 		usage(stderr);
 		return 2;
 	}
 	{
 		_cleanup_free_ char *abs = NULL;
-		r = run_image_absolute(image, &abs);
+		r = run_image_absolute(image, image == cfg.image ? cfg.dir : NULL, &abs);
 		if (r < 0) {
 			fprintf(stderr, "tkbox run: --image %s: %s\n", image, strerror(-r));
 			return 2;

@@ -333,8 +333,11 @@ static int create_fields(struct api_create_req *r, struct api_error *e)
 		return api_refuse(e, 400, "bad_request",
 				  "a box name is 1-63 of [A-Za-z0-9._-], starting with a letter or digit");
 	}
-	if (get_opt_string(o, "workspace", &r->workspace) < 0 || (r->workspace && !*r->workspace)) {
-		return api_refuse(e, 400, "bad_request", "--workspace takes a directory or a git checkout");
+	if (get_opt_string(o, "workspace", &r->workspace) < 0 || (r->workspace && r->workspace[0] != '/')) {
+		return api_refuse(
+			e, 400, "bad_request",
+			"--workspace takes an absolute path to a directory, a git checkout or an ext4 image (the "
+			"daemon resolves nothing against its own working directory)");
 	}
 	/* Image resolution options: the files are read by the `tkbox images` child, as absolute paths. */
 	if (get_opt_text(o, "platform", false, &r->platform) < 0 ||
@@ -490,12 +493,58 @@ static int create_secrets(struct api_create_req *r, struct api_error *e)
 	return 0;
 }
 
+/* One flag name of config.overridden: "--" and 1..30 of [a-z-]. */
+static bool flag_name_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n < 3 || n > 32 || strncmp(s, "--", 2) != 0) {
+		return false;
+	}
+	return strspn(s + 2, "abcdefghijklmnopqrstuvwxyz-") == n - 2;
+}
+
+/*
+ * config (optional): the tkbox.yaml the CLI read, {file, sha256, overridden}: an absolute path, the file's SHA-256
+ * (64 lower-case hex) and the flags that overrode it (at most API_MAX_CONFIG_FLAGS names). Recorded in tkbox.box.
+ */
+static int create_config(struct api_create_req *r, struct api_error *e)
+{
+	static const char *const keys[] = { "file", "sha256", "overridden", NULL };
+	const json_t *o = json_object_get(r->root, "config"), *over, *f;
+	const char *file, *sha;
+	size_t i;
+
+	if (!o) {
+		return 0;
+	}
+	over = json_object_get(o, "overridden");
+	if (!json_is_object(o) || json_only_keys(o, keys) < 0 || json_get_string(o, "file", &file) < 0 ||
+	    file[0] != '/' || strlen(file) > DAEMON_MAX_OPT_PATH || json_get_string(o, "sha256", &sha) < 0 ||
+	    strlen(sha) != 64 || strspn(sha, "0123456789abcdef") != 64 || !json_is_array(over) ||
+	    json_array_size(over) > API_MAX_CONFIG_FLAGS) {
+		return api_refuse(e, 400, "bad_request",
+				  "config is {file: an absolute path, sha256: 64 hex digits, overridden: at most %d "
+				  "flag names}",
+				  API_MAX_CONFIG_FLAGS);
+	}
+	json_array_foreach(over, i, f) {
+		if (!json_is_string(f) || strlen(json_string_value(f)) != json_string_length(f) ||
+		    !flag_name_ok(json_string_value(f))) {
+			return api_refuse(e, 400, "bad_request", "config.overridden[%zu] is not a flag name (--word)",
+					  i);
+		}
+	}
+	r->config = o;
+	return 0;
+}
+
 int api_decode_create(const void *body, size_t n, struct api_create_req *ret, struct api_error *ret_err)
 {
-	static const char *const keys[] = { "image",	  "name",     "workspace",     "env",
-					    "memory_mib", "cpus",     "timeout_s",     "exec_timeout_s",
-					    "disk_mib",	  "platform", "registry_auth", "registry_ca",
-					    "allow",	  "inspect",  "secrets",       NULL };
+	static const char *const keys[] = { "image",	     "name",	    "workspace",      "env",	  "memory_mib",
+					    "cpus",	     "timeout_s",   "exec_timeout_s", "disk_mib", "platform",
+					    "registry_auth", "registry_ca", "allow",	      "inspect",  "secrets",
+					    "config",	     NULL };
 	struct api_create_req r = { 0 };
 	int k = parse_object(body, n, keys, &r.root, ret_err);
 
@@ -515,6 +564,9 @@ int api_decode_create(const void *body, size_t n, struct api_create_req *ret, st
 	}
 	if (k >= 0) {
 		k = create_egress(&r, ret_err);
+	}
+	if (k >= 0) {
+		k = create_config(&r, ret_err);
 	}
 	if (k < 0) {
 		api_create_req_release(&r);

@@ -82,7 +82,7 @@ struct api_match {
 _wur_ int api_route(enum http_method method, const char *target, struct api_match *ret, struct api_error *ret_err);
 
 /* POST /v1/boxes: {image, name, workspace, env, memory_mib, cpus, timeout_s, exec_timeout_s, disk_mib, platform,
- * registry_auth, registry_ca, allow, inspect, secrets}. Strings point into root. secrets: [{name, value, hosts,
+ * registry_auth, registry_ca, allow, inspect, secrets, config}. Strings point into root. secrets: [{name, value, hosts,
  * header?}] (<= EGRESS_SECRET_MAX, names unique; secret.h's rules); each value is copied into secmem and the
  * JSON string's bytes are wiped in place, so root never holds one. */
 struct api_create_req {
@@ -98,7 +98,10 @@ struct api_create_req {
 	bool inspect_all; /* inspect: "all" (an off-list host is refused at once) or "none" (default) */
 	struct egress_secret *secrets; /* n_secrets entries (placeholder ""); value in secmem or NULL once taken */
 	size_t n_secrets;
+	const json_t *config; /* NULL, or the tkbox.yaml read: {file, sha256, overridden: [flag names]} (in root) */
 };
+
+#define API_MAX_CONFIG_FLAGS 16 /* config.overridden: flag names */
 
 _wur_ int api_decode_create(const void *body, size_t n, struct api_create_req *ret, struct api_error *ret_err);
 void api_create_req_release(struct api_create_req *r);

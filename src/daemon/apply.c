@@ -772,10 +772,13 @@ void apply_handle(int client_fd, const struct apply_box *ab, const struct api_ap
 	if (a.any_answered) {
 		ab->close_run(ab->box, r >= 0 ? "applied" : a.denied ? "apply denied" : "apply failed");
 	}
-	if (a.reply) {
-		reply_json(client_fd, a.status, steal_ptr(a.reply));
-	}
+	/* The scratch goes before the reply: a client that heard "applied" finds no apply.N/ left behind. */
+	json_t *reply = steal_ptr(a.reply);
+	int status = a.status;
 	apply_ctx_release(&a);
+	if (reply) {
+		reply_json(client_fd, status, reply);
+	}
 }
 
 void apply_remove_scratch(const char *dir)

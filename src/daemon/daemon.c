@@ -154,6 +154,7 @@ struct box {
 	bool diff_abandoned; /* its waiter gave up (DAEMON_DIFF_TIMEOUT_S): the answer is dropped when it comes */
 	struct box_patch diff; /* the pending diff's answer */
 	json_t *patch; /* the box JSON's "patch": what stop saved, or why nothing was */
+	json_t *config; /* the create request's config (the tkbox.yaml read), recorded in tkbox.box; or NULL */
 	bool applying;
 	struct box *next;
 };
@@ -648,7 +649,8 @@ static int spawn_supervisor(const struct box *b, pid_t *ret_pid, int *ret_fd)
 		/* Only async-signal-safe calls between fork and exec (the daemon has threads). */
 		(void)sigemptyset(&all);
 		(void)sigprocmask(SIG_SETMASK, &all, NULL);
-		if (dup2(sv[1], SUPERVISOR_FD) < 0) {
+		/* dup2 onto itself keeps close-on-exec: the supervisor would start without its socket. */
+		if (sv[1] == SUPERVISOR_FD ? fcntl(sv[1], F_SETFD, 0) < 0 : dup2(sv[1], SUPERVISOR_FD) < 0) {
 			_exit(127);
 		}
 		(void)setpgid(0, 0); /* a Ctrl-C at the daemon's terminal is the daemon's to handle */
@@ -1300,6 +1302,7 @@ static void box_free(struct box *b)
 	free(b->workspace);
 	free(b->workdir);
 	free(b->image_user);
+	json_decref(b->config);
 	obsq_release(&b->obs);
 	free(b->boot_error);
 	free(b->stop_reason);
@@ -1400,7 +1403,9 @@ static int box_new(const struct api_create_req *q, struct box **ret)
 	b->disk_mib = q->disk_mib;
 	b->lifetime_s = q->timeout_s;
 	b->exec_timeout_s = q->exec_timeout_s;
-	if (build_box_env(q->env, &b->env) < 0 || asprintf(&b->dir, "%s/boxes/%s", g.o.state_dir, b->name) < 0) {
+	b->config = q->config ? json_deep_copy(q->config) : NULL;
+	if (build_box_env(q->env, &b->env) < 0 || asprintf(&b->dir, "%s/boxes/%s", g.o.state_dir, b->name) < 0 ||
+	    (q->config && !b->config)) {
 		box_free(b);
 		return -ENOMEM;
 	}
@@ -1948,6 +1953,10 @@ static int box_record(struct box *b, char *err, size_t err_size)
 	/* Which confinement held, as the kernel shows it (review.verdict is an open object in the event schema). */
 	if (data) {
 		(void)json_object_set_new(data, "supervisor_isolation", sandbox_observe_json(b->sup_pid));
+	}
+	/* The tkbox.yaml the settings came from (docs/config.md): its path, digest and the flags that overrode it. */
+	if (data && b->config) {
+		(void)json_object_set(data, "config", b->config);
 	}
 	/* Secrets (names, placeholders, hosts, header: never a value), the box's TLS and its clock. */
 	pthread_mutex_lock(&g.lock);
@@ -3101,6 +3110,26 @@ static bool apply_refused(struct conn *c, const struct box *b, const char *name)
 	return true;
 }
 
+/*
+ * apply.c answers its client before api_apply clears b->applying, so a client's next request (apply after a
+ * dry run, export after an apply) may arrive first: wait up to DAEMON_APPLY_SETTLE_MS for an ending apply
+ * instead of refusing it apply_busy. The caller holds g.lock; b may be NULL.
+ */
+static void apply_settle_locked(struct box *b)
+{
+	struct timespec until;
+
+	if (!b || !b->applying) {
+		return;
+	}
+	(void)clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += DAEMON_APPLY_SETTLE_MS / 1000;
+	b->refs++; /* held while the lock is released: tkbox rm refuses a box with refs */
+	while (b->applying && pthread_cond_timedwait(&b->cond, &g.lock, &until) != ETIMEDOUT) {
+	}
+	b->refs--;
+}
+
 static void apply_close_run(void *box, const char *reason)
 {
 	box_close_run(box, reason);
@@ -3132,7 +3161,8 @@ static void api_apply(struct conn *c, const char *name)
 		return;
 	}
 	pthread_mutex_lock(&g.lock);
-	b = box_find(name);
+	apply_settle_locked(box_find(name));
+	b = box_find(name); /* found again: the box may have gone while the lock was released */
 	if (apply_refused(c, b, name)) {
 		pthread_mutex_unlock(&g.lock);
 		api_apply_req_release(&q);
@@ -3160,6 +3190,7 @@ static void api_apply(struct conn *c, const char *name)
 	pthread_mutex_lock(&g.lock);
 	b->applying = false;
 	b->refs--;
+	pthread_cond_broadcast(&b->cond);
 	box_save(b);
 	pthread_mutex_unlock(&g.lock);
 	if (token) {
@@ -3242,7 +3273,8 @@ static struct box *export_claim(struct conn *c, const char *name, char **ret_run
 	bool lost;
 
 	pthread_mutex_lock(&g.lock);
-	b = box_find(name);
+	apply_settle_locked(box_find(name));
+	b = box_find(name); /* found again: the box may have gone while the lock was released */
 	if (!b) {
 		pthread_mutex_unlock(&g.lock);
 		respond_error(c->fd, 404, "no_such_box", NULL, "no box named %s (tkbox ls)", name);

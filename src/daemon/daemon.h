@@ -30,6 +30,8 @@
 #define DAEMON_MAX_BOX_ENV 256
 #define DAEMON_MAX_OPT_PATH 4096 /* --registry-auth / --registry-ca path length */
 #define DAEMON_APPROVAL_WAIT_MS 120000
+/* How long apply and export wait for an apply that is ending before they answer apply_busy. */
+#define DAEMON_APPLY_SETTLE_MS 5000
 /* Each signer call (connect and hello included) ends by this deadline; approval_wait gets its own wait on top. */
 #define DAEMON_DEFAULT_SIGNER_TIMEOUT_S 10
 #define DAEMON_MAX_SIGNER_TIMEOUT_S 600
