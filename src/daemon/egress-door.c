@@ -241,7 +241,9 @@ static bool resolve_wait(ares_channel ch, struct resolve_state *st, uint64_t dea
 	while (!st->done) {
 		ares_socket_t socks[ARES_GETSOCK_MAXNUM];
 		struct pollfd p[ARES_GETSOCK_MAXNUM];
-		int bits = ares_getsock(ch, socks, ARES_GETSOCK_MAXNUM), np = 0, k;
+		/* c-ares's ARES_GETSOCK_WRITABLE shifts a signed 1 by up to 31: test the bits unsigned instead. */
+		unsigned bits = (unsigned)ares_getsock(ch, socks, ARES_GETSOCK_MAXNUM);
+		int np = 0, k;
 		uint64_t now = clock_mono_ms();
 		struct timeval tv, *tvp, max_tv;
 
@@ -252,12 +254,10 @@ static bool resolve_wait(ares_channel ch, struct resolve_state *st, uint64_t dea
 					   .tv_usec = (suseconds_t)((deadline - now) % 1000) * 1000 };
 		tvp = ares_timeout(ch, &max_tv, &tv);
 		for (int i = 0; i < ARES_GETSOCK_MAXNUM; i++) {
-			if (ARES_GETSOCK_READABLE(bits, i) || ARES_GETSOCK_WRITABLE(bits, i)) {
-				p[np++] = (struct pollfd){
-					.fd = socks[i],
-					.events = (short)((ARES_GETSOCK_READABLE(bits, i) ? POLLIN : 0) |
-							  (ARES_GETSOCK_WRITABLE(bits, i) ? POLLOUT : 0))
-				};
+			bool rd = bits & (1u << i), wr = bits & (1u << (i + ARES_GETSOCK_MAXNUM));
+			if (rd || wr) {
+				p[np++] = (struct pollfd){ .fd = socks[i],
+							   .events = (short)((rd ? POLLIN : 0) | (wr ? POLLOUT : 0)) };
 			}
 		}
 		k = poll(p, (nfds_t)np, (int)(tvp->tv_sec * 1000 + tvp->tv_usec / 1000));

@@ -378,6 +378,15 @@ int signer_init_dir(const char *dir, enum signer_mode mode, const char *socket_p
 		snprintf(err, err_size, "%s already exists: this signer is initialised", cfgpath);
 		return -EEXIST;
 	}
+	/* A fresh home has no ~/.local/share: its missing parents are made private (existing ones are left alone). */
+	if (mkdir(dir, 0700) < 0 && errno == ENOENT) {
+		_cleanup_free_ char *parent = strdup(dir);
+		char *slash = parent ? strrchr(parent, '/') : NULL;
+		if (slash && slash != parent) {
+			*slash = '\0';
+			(void)io_mkdir_p(AT_FDCWD, parent, 0700);
+		}
+	}
 	if (mkdir(dir, 0700) < 0) {
 		r = negative_errno();
 		if (r != -EEXIST) {
