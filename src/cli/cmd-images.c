@@ -2,6 +2,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include "image/image-answer.h"
 #include "image/image.h"
 #include "io.h"
+#include "json.h"
 #include "log.h"
 
 /*
@@ -26,14 +28,14 @@
 static void images_usage(FILE *f)
 {
 	fprintf(f,
-		"usage: tkbox images ls\n"
+		"usage: tkbox images ls [--json]\n"
 		"       tkbox images pull REF      fetch (again) and build the ext4 root\n"
 		"       tkbox images resolve REF   as 'run' does: from the cache when there, else pull\n"
 		"       tkbox images rm REF\n"
 		"       tkbox images prune\n"
 		"options: --state DIR  --platform linux/amd64|linux/arm64  --registry-auth FILE  --registry-ca FILE\n"
-		"         --json  pull/resolve answer as one JSON object (src/image/image-answer.h), as the daemon "
-		"reads it\n"
+		"         --json  ls: a JSON array of {ref, platform, config, rootfs_bytes}; pull/resolve:\n"
+		"                 the answer as one JSON object (src/image/image-answer.h), as the daemon reads it\n"
 		"REF: NAME[:TAG][@sha256:...] | oci:DIR[:NAME] | oci-archive:FILE[:NAME] | docker-archive:FILE\n");
 }
 
@@ -82,6 +84,29 @@ static void print_result(const struct image_result *res)
 		char q[LOG_QUOTE_BUFSIZE];
 		printf("env %s\n", log_quote(res->env[i], strlen(res->env[i]), q));
 	}
+}
+
+/* images ls --json: [{ref, platform, config, rootfs_bytes}], one object per cached reference. */
+static int print_list_json(const struct image_entry *v, size_t n)
+{
+	_cleanup_json_ json_t *list = json_array();
+	char *s;
+
+	for (size_t i = 0; list && i < n; i++) {
+		json_t *o = json_pack("{s:s,s:s,s:s,s:I}", "ref", v[i].ref, "platform", v[i].platform, "config",
+				      v[i].config, "rootfs_bytes", (json_int_t)v[i].rootfs_bytes);
+		if (!o || json_array_append_new(list, o) < 0) {
+			json_decref(steal_ptr(list));
+		}
+	}
+	s = list ? json_dumps(list, JSON_INDENT(2) | JSON_SORT_KEYS) : NULL;
+	if (!s) {
+		log_error("listing images: %s", tk_strerror(-ENOMEM));
+		return -ENOMEM;
+	}
+	printf("%s\n", s);
+	free(s);
+	return 0;
 }
 
 /*
@@ -208,6 +233,11 @@ int cmd_images(int argc, char **argv)
 		if (r < 0) {
 			log_error("listing images: %s", tk_strerror(r));
 			return 1;
+		}
+		if (json) {
+			r = print_list_json(v, n);
+			image_list_free(v, n);
+			return r < 0 ? 1 : 0;
 		}
 		printf("%-60s %-12s %-19s %s\n", "REFERENCE", "PLATFORM", "CONFIG", "EXT4 MiB");
 		for (size_t i = 0; i < n; i++) {

@@ -9,6 +9,7 @@
 #include "banned.h"
 #include "cli/commands.h"
 #include "cli/child-confine.h"
+#include "clock.h"
 #include "image/workspace-answer.h"
 #include "image/workspace.h"
 #include "io.h"
@@ -110,8 +111,13 @@ static void ws_secrets_release(struct ws_secrets *w)
 	w->mem = NULL;
 }
 
+#define WS_PROGRESS_MS 100 /* the progress line is redrawn at most this often */
+
 struct ws_ctx {
 	bool quiet;
+	bool progress; /* stderr is a terminal: draw a progress line there */
+	bool drawn;
+	uint64_t last_ms;
 	struct workspace_answer *answer; /* --json: left-out paths go here */
 	int err; /* first -ENOMEM adding to answer */
 };
@@ -129,7 +135,36 @@ static void ws_notice(void *ud, const char *rel, const char *why)
 	if (x->quiet) {
 		return;
 	}
+	if (x->drawn) {
+		fprintf(stderr, "\r\033[K");
+		x->drawn = false;
+	}
 	fprintf(stderr, "left out %s: %s\n", log_quote(rel, strlen(rel), q), why);
+}
+
+/* The progress line (stderr is a terminal): files and MiB copied, then the ext4 build. */
+static void ws_progress(void *ud, const char *phase, uint64_t files, uint64_t bytes)
+{
+	struct ws_ctx *x = ud;
+	uint64_t now = clock_mono_ms();
+	bool ext4 = strcmp(phase, "ext4") == 0;
+
+	if (!x->progress || (!ext4 && x->drawn && now - x->last_ms < WS_PROGRESS_MS)) {
+		return;
+	}
+	x->last_ms = now;
+	x->drawn = true;
+	fprintf(stderr, "\r\033[K%s %llu files (%.1f MiB)", ext4 ? "building ext4 from" : "copying",
+		(unsigned long long)files, (double)bytes / 1048576.0);
+}
+
+/* Clear the progress line, so that what follows starts on a clean line. */
+static void ws_progress_end(struct ws_ctx *x)
+{
+	if (x->drawn) {
+		fprintf(stderr, "\r\033[K");
+		x->drawn = false;
+	}
 }
 
 static int parse_id(const char *s, uint32_t *ret)
@@ -347,7 +382,9 @@ int cmd_workspace(int argc, char **argv)
 	struct workspace_answer a = { 0 };
 	struct ws_ctx x = { 0 };
 	const char *rule = NULL;
-	struct workspace_opts o = { .diag = &diag, .notice = ws_notice, .userdata = &x, .ret_rule = &rule };
+	struct workspace_opts o = {
+		.diag = &diag, .notice = ws_notice, .progress = ws_progress, .userdata = &x, .ret_rule = &rule
+	};
 	struct workspace_stats st;
 	bool json = false, subprocess = false;
 	int c, r;
@@ -404,6 +441,8 @@ int cmd_workspace(int argc, char **argv)
 		return ws_subprocess(o.dir, o.out, x.quiet);
 	}
 	x.answer = json ? &a : NULL;
+	/* a person at a terminal sees it move; a pipe, a log or the daemon (--json) gets no progress bytes */
+	x.progress = !json && !x.quiet && isatty(STDERR_FILENO);
 	/* the values first: confining closes every fd but 0, 1 and 2 */
 	r = ws_secrets_read(&sec);
 	if (r < 0) {
@@ -421,6 +460,7 @@ int cmd_workspace(int argc, char **argv)
 		}
 	}
 	ws_secrets_release(&sec);
+	ws_progress_end(&x);
 	if (r >= 0 && x.err < 0) {
 		r = x.err;
 	}

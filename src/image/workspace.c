@@ -692,6 +692,12 @@ int workspace_build(const struct workspace_opts *o, struct workspace_stats *ret)
 			}
 			goto out;
 		}
+		if (o->progress) {
+			o->progress(o->userdata, "copy", st.files, st.bytes);
+		}
+	}
+	if (o->progress) {
+		o->progress(o->userdata, "ext4", st.files, st.bytes);
 	}
 	wm = (struct ws_meta){ .stagefd = stagefd, .uid = o->uid, .gid = o->gid };
 	r = ext4_build(stage, o->out, "tkbox-ws", ws_meta_cb, &wm, NULL, o->diag);

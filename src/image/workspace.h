@@ -58,6 +58,9 @@ struct workspace_opts {
 	uint64_t max_bytes; /* 0: WORKSPACE_MAX_BYTES */
 	/* told about each path left out and why (may be NULL) */
 	void (*notice)(void *userdata, const char *rel, const char *why);
+	/* told after each file copied ("copy") and once before the ext4 build ("ext4"), with the counts so far
+	 * (may be NULL; tkbox workspace build draws a progress line from it when stderr is a terminal) */
+	void (*progress)(void *userdata, const char *phase, uint64_t files, uint64_t bytes);
 	void *userdata;
 	struct image_diag *diag;
 	/* when a limit or rule refused the build, its name ("WORKSPACE_MAX_FILES") goes here (may be NULL) */

@@ -29,6 +29,7 @@ struct opts {
 	bool wait;
 	const char *run;
 	const char *out;
+	bool json; /* status, approvals list: the signer's answer as JSON on stdout */
 };
 
 static void usage(FILE *f)
@@ -39,8 +40,8 @@ static void usage(FILE *f)
 		"  serve                      run in the foreground\n"
 		"  up [--wait]                run in the background (--wait: until the socket answers)\n"
 		"  down                       stop the background signer\n"
-		"  status                     print the signer's status\n"
-		"  approvals list|approve ID|reject ID\n"
+		"  status [--json]            print the signer's status\n"
+		"  approvals list [--json]|approve ID|reject ID\n"
 		"  export --run ID [--out FILE.tkb]   write the run's bundle and FILE.trust.json\n"
 		"  rpc                        send NDJSON requests from stdin, print the replies\n"
 		"  --version\n"
@@ -270,6 +271,15 @@ static int call_print(struct signer_client *c, json_t *req, int fd, json_t **ret
 	return 0;
 }
 
+/* --json: the signer's answer as it is (indented, keys sorted), for scripts. */
+static void print_reply_json(const json_t *rep)
+{
+	char *s = json_dumps(rep, JSON_INDENT(2) | JSON_SORT_KEYS);
+
+	printf("%s\n", s ? s : "null");
+	free(s);
+}
+
 static int cmd_status(struct opts *o)
 {
 	struct signer_client *c = NULL;
@@ -277,12 +287,19 @@ static int cmd_status(struct opts *o)
 	const char *k;
 
 	if (open_client(o, NULL, &c) < 0) {
-		printf("tkbox-signer: not running\n");
+		/* with --json stdout stays JSON or empty */
+		fprintf(o->json ? stderr : stdout, "tkbox-signer: not running\n");
 		return 3;
 	}
 	if (call_print(c, json_pack("{s:s}", "method", "status"), -1, &rep) < 0) {
 		signer_client_free(c);
 		return 1;
+	}
+	if (o->json) {
+		print_reply_json(rep);
+		json_decref(rep);
+		signer_client_free(c);
+		return 0;
 	}
 	json_object_foreach(rep, k, v) {
 		if (json_is_string(v)) {
@@ -316,6 +333,12 @@ static int cmd_approvals(struct opts *o, int argc, char **argv)
 			goto out;
 		}
 		a = json_object_get(rep, "approvals");
+		if (o->json) {
+			/* {approvals: [{approval_id, state, run_id, tool, decision_id, rule_ids, expires_at, reason?}]} */
+			print_reply_json(rep);
+			rc = 0;
+			goto out;
+		}
 		if (json_array_size(a) == 0) {
 			printf("no pending approvals\n");
 		}
@@ -470,11 +493,17 @@ static int cmd_rpc(struct opts *o)
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "dir", required_argument, NULL, 'd' }, { "socket", required_argument, NULL, 's' },
-		{ "dev", no_argument, NULL, 'D' },	 { "system", no_argument, NULL, 'S' },
-		{ "wait", no_argument, NULL, 'w' },	 { "run", required_argument, NULL, 'r' },
-		{ "out", required_argument, NULL, 'o' }, { "help", no_argument, NULL, 'h' },
-		{ "version", no_argument, NULL, 'V' },	 { NULL, 0, NULL, 0 },
+		{ "dir", required_argument, NULL, 'd' },
+		{ "socket", required_argument, NULL, 's' },
+		{ "dev", no_argument, NULL, 'D' },
+		{ "system", no_argument, NULL, 'S' },
+		{ "wait", no_argument, NULL, 'w' },
+		{ "run", required_argument, NULL, 'r' },
+		{ "out", required_argument, NULL, 'o' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ "json", no_argument, NULL, 'j' },
+		{ NULL, 0, NULL, 0 },
 	};
 	struct opts o = { 0 };
 	const char *cmd;
@@ -540,6 +569,9 @@ int main(int argc, char **argv)
 				break;
 			case 'o':
 				o.out = optarg;
+				break;
+			case 'j':
+				o.json = true;
 				break;
 			case 'h':
 				usage(stdout);
