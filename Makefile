@@ -16,7 +16,12 @@ DEB_PACKAGES = \
 	libsqlite3-dev libseccomp-dev libarchive-dev libzstd-dev \
 	qemu-system-x86 e2fsprogs busybox-static cpio lz4 \
 	docker-registry skopeo apache2-utils zstd python3 openssl python3-jsonschema mmdebstrap \
-	libc-ares-dev nginx-light dnsmasq-base socat curl jq
+	libc-ares-dev nginx-light dnsmasq-base socat curl jq \
+	python3-setuptools python3-pytest python3-venv python3-pip \
+	python3-yaml \
+	tmux \
+	nodejs \
+	chromium
 
 .PHONY: all deps build test demo clean format format-check asan
 
