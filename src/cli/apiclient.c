@@ -256,3 +256,28 @@ void apiclient_print_error(const char *what, int status, const json_t *reply)
 		fprintf(stderr, "tkbox %s: the daemon answered HTTP %d\n", what, status);
 	}
 }
+
+int apiclient_read_body(struct apiclient *c, uint64_t max, struct buf *out)
+{
+	int r;
+
+	*out = (struct buf){ 0 };
+	if (!c->resp.has_length || c->resp.content_length > max) {
+		return -EBADMSG;
+	}
+	r = buf_init(out, (size_t)c->resp.content_length + 1, 0);
+	if (r >= 0) {
+		r = buf_put(out, buf_ptr(&c->in), MIN(buf_len(&c->in), (size_t)c->resp.content_length));
+	}
+	while (r >= 0 && buf_len(out) < c->resp.content_length) {
+		uint8_t rb[65536];
+		ssize_t n =
+			RETRY_EINTR(recv(c->fd, rb, MIN(sizeof(rb), (size_t)c->resp.content_length - buf_len(out)), 0));
+		if (n <= 0) {
+			r = n < 0 ? negative_errno() : -ECONNRESET;
+			break;
+		}
+		r = buf_put(out, rb, (size_t)n);
+	}
+	return r;
+}

@@ -56,6 +56,12 @@ void apiclient_print_refusal(struct apiclient *c, const char *what);
 /* Read a JSON body of the response (Content-Length) into *ret. */
 _wur_ int apiclient_read_json(struct apiclient *c, json_t **ret);
 
+/*
+ * Read the response body (Content-Length, at most max bytes) into out, initialised here (the caller releases
+ * it, also on failure): -EBADMSG without a length or over max, -ECONNRESET when the daemon closes early.
+ */
+_wur_ int apiclient_read_body(struct apiclient *c, uint64_t max, struct buf *out);
+
 /* One call: send, read head and JSON body. *ret_status gets the HTTP status. */
 _wur_ int apiclient_call(const char *state_dir, const char *method, const char *path, const json_t *body,
 			 int *ret_status, json_t **ret);

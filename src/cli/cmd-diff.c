@@ -26,48 +26,6 @@ static void usage(FILE *f)
 		   "  -o FILE     write the patch to FILE (byte for byte)\n");
 }
 
-/* Tkbox-Patch-Summary: base64url of {notices, notices_total?, saved, ...}; NULL when absent or malformed. */
-static json_t *summary_decode(const char *v)
-{
-	struct json_opts o = { .max_bytes = HTTP_MAX_HEADER_VALUE, .max_depth = 8, .want_top = JSON_OBJECT };
-	json_t *ret = NULL;
-	struct buf b;
-
-	if (!v || buf_init(&b, HTTP_MAX_HEADER_VALUE, 0) < 0) {
-		return NULL;
-	}
-	if (b64_decode(v, strlen(v), B64_URL, &b) < 0 || json_parse_strict(buf_ptr(&b), buf_len(&b), &o, &ret) < 0) {
-		ret = NULL;
-	}
-	buf_release(&b);
-	return ret;
-}
-
-/* The response body (Content-Length, at most PATCH_MAX_BYTES) into out. */
-static int read_body(struct apiclient *c, struct buf *out)
-{
-	int r;
-
-	if (!c->resp.has_length || c->resp.content_length > PATCH_MAX_BYTES) {
-		return -EBADMSG;
-	}
-	r = buf_init(out, (size_t)c->resp.content_length + 1, 0);
-	if (r >= 0) {
-		r = buf_put(out, buf_ptr(&c->in), MIN(buf_len(&c->in), (size_t)c->resp.content_length));
-	}
-	while (r >= 0 && buf_len(out) < c->resp.content_length) {
-		uint8_t rb[65536];
-		ssize_t n =
-			RETRY_EINTR(recv(c->fd, rb, MIN(sizeof(rb), (size_t)c->resp.content_length - buf_len(out)), 0));
-		if (n <= 0) {
-			r = n < 0 ? negative_errno() : -ECONNRESET;
-			break;
-		}
-		r = buf_put(out, rb, (size_t)n);
-	}
-	return r;
-}
-
 int cmd_diff(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -135,7 +93,7 @@ int cmd_diff(int argc, char **argv)
 		ret = c->resp.status >= 400 && c->resp.status < 500 ? DIFF_EXIT_REFUSED : DIFF_EXIT_TKBOX;
 		goto out;
 	}
-	r = read_body(c, &body);
+	r = apiclient_read_body(c, PATCH_MAX_BYTES, &body);
 	if (r < 0) {
 		fprintf(stderr, "tkbox diff: receiving the patch: %s\n", tk_strerror(r));
 		goto out;
@@ -153,7 +111,7 @@ int cmd_diff(int argc, char **argv)
 		fprintf(stderr, "tkbox diff: the patch received does not parse: %s\n", d ? d : "?");
 		goto out;
 	}
-	summary = summary_decode(c->resp.patch_summary);
+	summary = patchview_summary_decode(c->resp.patch_summary);
 	notices = json_object_get(summary, "notices");
 	saved = json_is_true(json_object_get(summary, "saved"));
 	if (out) {

@@ -79,20 +79,7 @@ int cmd_export(int argc, char **argv)
 		fprintf(stderr, "tkbox export: the daemon's answer lacks the bundle's length, digest or trust file\n");
 		goto out;
 	}
-	r = buf_init(&bundle, (size_t)c->resp.content_length + 1, 0);
-	if (r >= 0) {
-		r = buf_put(&bundle, buf_ptr(&c->in), MIN(buf_len(&c->in), (size_t)c->resp.content_length));
-	}
-	while (r >= 0 && buf_len(&bundle) < c->resp.content_length) {
-		uint8_t rb[65536];
-		ssize_t n = RETRY_EINTR(
-			recv(c->fd, rb, MIN(sizeof(rb), (size_t)c->resp.content_length - buf_len(&bundle)), 0));
-		if (n <= 0) {
-			r = n < 0 ? negative_errno() : -ECONNRESET;
-			break;
-		}
-		r = buf_put(&bundle, rb, (size_t)n);
-	}
+	r = apiclient_read_body(c, EXPORT_MAX_BUNDLE, &bundle);
 	got = buf_len(&bundle);
 	if (r >= 0) {
 		r = sha256_new(&h);

@@ -591,48 +591,6 @@ static json_t *tool_exec(struct session *s, const json_t *args)
 
 /* ---------------------------------------------------------------- tkbox_diff */
 
-/* Tkbox-Patch-Summary: base64url of {notices, notices_total?, saved, ...}; NULL when absent or malformed. */
-static json_t *summary_decode(const char *v)
-{
-	struct json_opts o = { .max_bytes = HTTP_MAX_HEADER_VALUE, .max_depth = 8, .want_top = JSON_OBJECT };
-	json_t *ret = NULL;
-	struct buf b;
-
-	if (!v || buf_init(&b, HTTP_MAX_HEADER_VALUE, 0) < 0) {
-		return NULL;
-	}
-	if (b64_decode(v, strlen(v), B64_URL, &b) < 0 || json_parse_strict(buf_ptr(&b), buf_len(&b), &o, &ret) < 0) {
-		ret = NULL;
-	}
-	buf_release(&b);
-	return ret;
-}
-
-/* The response body (Content-Length, at most max) into out (initialised here). */
-static int read_body(struct apiclient *c, uint64_t max, struct buf *out)
-{
-	int r;
-
-	if (!c->resp.has_length || c->resp.content_length > max) {
-		return -EBADMSG;
-	}
-	r = buf_init(out, (size_t)c->resp.content_length + 1, 0);
-	if (r >= 0) {
-		r = buf_put(out, buf_ptr(&c->in), MIN(buf_len(&c->in), (size_t)c->resp.content_length));
-	}
-	while (r >= 0 && buf_len(out) < c->resp.content_length) {
-		uint8_t rb[65536];
-		ssize_t n =
-			RETRY_EINTR(recv(c->fd, rb, MIN(sizeof(rb), (size_t)c->resp.content_length - buf_len(out)), 0));
-		if (n <= 0) {
-			r = n < 0 ? negative_errno() : -ECONNRESET;
-			break;
-		}
-		r = buf_put(out, rb, (size_t)n);
-	}
-	return r;
-}
-
 /* One request whose answer is a body (diff, export): c connected and its head read, or a tool error. */
 static json_t *body_request(struct session *s, const char *tool, const char *method, const char *path,
 			    struct apiclient **ret)
@@ -706,14 +664,14 @@ static json_t *tool_diff(struct session *s, const json_t *args)
 	if (err) {
 		return err;
 	}
-	r = read_body(c, PATCH_MAX_BYTES, &body);
+	r = apiclient_read_body(c, PATCH_MAX_BYTES, &body);
 	if (r >= 0) {
 		r = sha256_hex(buf_ptr(&body), buf_len(&body), hex);
 	}
 	if (r < 0 || !c->resp.patch_sha256 || strcmp(hex, c->resp.patch_sha256) != 0) {
 		err = mcp_tool_errorf("tkbox_diff: the patch received was cut or does not match the daemon's digest");
 	} else {
-		summary = summary_decode(c->resp.patch_summary);
+		summary = patchview_summary_decode(c->resp.patch_summary);
 		err = diff_result(&body, hex, summary);
 	}
 	buf_release(&body);
@@ -848,7 +806,7 @@ static json_t *tool_export(struct session *s, const json_t *args)
 	if (err) {
 		return err;
 	}
-	r = c->resp.trust && c->resp.bundle_sha256 ? read_body(c, MCP_EXPORT_MAX_BUNDLE, &bundle) : -EBADMSG;
+	r = c->resp.trust && c->resp.bundle_sha256 ? apiclient_read_body(c, MCP_EXPORT_MAX_BUNDLE, &bundle) : -EBADMSG;
 	if (r >= 0) {
 		r = sha256_hex(buf_ptr(&bundle), buf_len(&bundle), hex);
 	}

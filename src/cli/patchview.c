@@ -6,6 +6,9 @@
 #include "banned.h"
 #include "buf.h"
 #include "cli/patchview.h"
+#include "crypto.h"
+#include "daemon/http.h"
+#include "json.h"
 
 /* The length of the valid UTF-8 sequence at p[0..n) that shows as a character (U+00A0 up), else 0. */
 static size_t utf8_printable(const uint8_t *p, size_t n)
@@ -234,4 +237,20 @@ int patchview_apply_status(int http_status, const json_t *reply)
 		}
 	}
 	return http_status >= 400 && http_status < 500 ? PATCHVIEW_EXIT_REFUSED : PATCHVIEW_EXIT_TKBOX;
+}
+
+json_t *patchview_summary_decode(const char *v)
+{
+	struct json_opts o = { .max_bytes = HTTP_MAX_HEADER_VALUE, .max_depth = 8, .want_top = JSON_OBJECT };
+	json_t *ret = NULL;
+	struct buf b;
+
+	if (!v || buf_init(&b, HTTP_MAX_HEADER_VALUE, 0) < 0) {
+		return NULL;
+	}
+	if (b64_decode(v, strlen(v), B64_URL, &b) < 0 || json_parse_strict(buf_ptr(&b), buf_len(&b), &o, &ret) < 0) {
+		ret = NULL;
+	}
+	buf_release(&b);
+	return ret;
 }

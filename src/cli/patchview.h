@@ -52,4 +52,8 @@ void patchview_notices(FILE *f, const char *what, const json_t *notices);
 #define PATCHVIEW_EXIT_TKBOX 125
 int patchview_apply_status(int http_status, const json_t *reply);
 
+/* The daemon's Tkbox-Patch-Summary header: base64url of {notices, notices_total?, saved, ...}; NULL when absent
+ * or malformed (strict JSON, at most a header value's size). */
+json_t *patchview_summary_decode(const char *v);
+
 #endif
