@@ -15,6 +15,7 @@
 #include "json.h"
 #include "log.h"
 #include "verify/bundle.h"
+#include "utf8.h"
 #include "verify/record.h"
 
 #define VIEW_MAX_NOTES 8
@@ -58,41 +59,6 @@ const char *view_door_name(enum view_door d)
 static int put(struct buf *o, const char *s)
 {
 	return buf_put(o, s, strlen(s));
-}
-
-/* Length of the UTF-8 sequence at p (1..4) and its code point, or 0 when it is not well-formed. */
-static size_t utf8_decode(const uint8_t *p, size_t n, uint32_t *ret)
-{
-	size_t len;
-	uint32_t c, min;
-
-	if (p[0] < 0x80) {
-		*ret = p[0];
-		return 1;
-	}
-	if ((p[0] & 0xe0) == 0xc0) {
-		len = 2, c = p[0] & 0x1f, min = 0x80;
-	} else if ((p[0] & 0xf0) == 0xe0) {
-		len = 3, c = p[0] & 0x0f, min = 0x800;
-	} else if ((p[0] & 0xf8) == 0xf0) {
-		len = 4, c = p[0] & 0x07, min = 0x10000;
-	} else {
-		return 0;
-	}
-	if (len > n) {
-		return 0;
-	}
-	for (size_t i = 1; i < len; i++) {
-		if ((p[i] & 0xc0) != 0x80) {
-			return 0;
-		}
-		c = (c << 6) | (p[i] & 0x3f);
-	}
-	if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff)) {
-		return 0;
-	}
-	*ret = c;
-	return len;
 }
 
 /* Characters shown as \u{XXXX}: C1 controls, and format characters that reorder or hide text. */

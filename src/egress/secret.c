@@ -5,6 +5,7 @@
 
 #include "banned.h"
 #include "egress/secret.h"
+#include "utf8.h"
 
 bool egress_secret_name_ok(const char *name)
 {
@@ -15,36 +16,6 @@ bool egress_secret_name_ok(const char *name)
 	}
 	n = strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_");
 	return n == strlen(name) && n <= EGRESS_SECRET_NAME_MAX;
-}
-
-/* The length of the UTF-8 sequence at p[0..n) (shortest form, no surrogate, <= U+10FFFF), or 0. */
-static size_t utf8_seq(const uint8_t *p, size_t n)
-{
-	size_t len;
-	uint32_t cp, min;
-
-	if (p[0] >= 0xc2 && p[0] <= 0xdf) {
-		len = 2, cp = p[0] & 0x1f, min = 0x80;
-	} else if (p[0] >= 0xe0 && p[0] <= 0xef) {
-		len = 3, cp = p[0] & 0x0f, min = 0x800;
-	} else if (p[0] >= 0xf0 && p[0] <= 0xf4) {
-		len = 4, cp = p[0] & 0x07, min = 0x10000;
-	} else {
-		return 0;
-	}
-	if (len > n) {
-		return 0;
-	}
-	for (size_t i = 1; i < len; i++) {
-		if ((p[i] & 0xc0) != 0x80) {
-			return 0;
-		}
-		cp = (cp << 6) | (p[i] & 0x3f);
-	}
-	if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) {
-		return 0;
-	}
-	return len;
 }
 
 int egress_secret_value_check(const uint8_t *v, size_t n, const char **ret_why)
@@ -74,7 +45,7 @@ int egress_secret_value_check(const uint8_t *v, size_t n, const char **ret_why)
 			i++;
 			continue;
 		}
-		size_t k = utf8_seq(v + i, n - i);
+		size_t k = utf8_decode(v + i, n - i, NULL);
 		if (k == 0) {
 			*ret_why = "the value is neither visible ASCII nor UTF-8";
 			return -EINVAL;
