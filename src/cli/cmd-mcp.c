@@ -240,23 +240,17 @@ static json_t *add_secret(json_t *list, const struct config_secret *cs)
 	struct egress_secret sec;
 	bool stdin_used = true; /* stdin is the MCP client's channel */
 	char err[1024];
-	json_t *hosts = json_array(), *o;
+	json_t *o;
 
-	if (!hosts || config_secret_flag(cs, &flag) < 0) {
-		json_decref(hosts);
+	if (config_secret_flag(cs, &flag) < 0) {
 		return mcp_tool_errorf("tkbox_run: out of memory");
 	}
 	if (run_secret_parse(flag, -1, &stdin_used, &sec, err, sizeof(err)) < 0) {
-		json_decref(hosts);
 		explicit_bzero(flag, strlen(flag));
 		return mcp_tool_errorf("tkbox_run: the operator's %s", err);
 	}
 	explicit_bzero(flag, strlen(flag));
-	for (size_t h = 0; h < sec.n_hosts; h++) {
-		(void)json_array_append_new(hosts, json_string(sec.hosts[h]));
-	}
-	o = json_pack("{s:s,s:s%,s:o,s:s}", "name", sec.name, "value", (const char *)sec.value, sec.value_len, "hosts",
-		      hosts, "header", sec.header);
+	o = run_secret_json(&sec);
 	secmem_free(sec.value, sec.value_len);
 	if (!o || json_array_append_new(list, o) < 0) {
 		return mcp_tool_errorf("tkbox_run: out of memory");
@@ -294,19 +288,6 @@ static json_t *narrow_secrets(struct session *s, const json_t *args, json_t *bod
 		(void)json_object_del(body, "secrets");
 	}
 	return NULL;
-}
-
-static void wipe_secrets(json_t *body)
-{
-	json_t *a = json_object_get(body, "secrets"), *o;
-	size_t i;
-
-	json_array_foreach(a, i, o) {
-		json_t *v = json_object_get(o, "value");
-		if (json_is_string(v) && json_string_length(v)) {
-			explicit_bzero((char *)json_string_value(v), json_string_length(v));
-		}
-	}
 }
 
 /* The box's record names the operator's file and what the call narrowed, as flags would (tkbox.box config). */
@@ -379,7 +360,7 @@ static json_t *run_body(struct session *s, const json_t *args, json_t **ret_err)
 	err = err ? err : record_config(s, args, body);
 	err = err ? err : narrow_secrets(s, args, body);
 	if (err) {
-		wipe_secrets(body);
+		run_secrets_wipe(body);
 		*ret_err = err;
 		return NULL;
 	}
@@ -418,14 +399,14 @@ static json_t *tool_run(struct session *s, const json_t *args)
 		return err;
 	}
 	if (session_add(s, name) < 0) {
-		wipe_secrets(body);
+		run_secrets_wipe(body);
 		json_decref(body);
 		return mcp_tool_errorf("tkbox_run: the session's guardian is gone; no box was started");
 	}
 	(void)json_object_set_new(body, "name", json_string(name));
 	fprintf(stderr, "tkbox mcp: tkbox_run: starting box %s\n", name);
 	reply = call_daemon(s, "POST", "/v1/boxes", body, &status);
-	wipe_secrets(body);
+	run_secrets_wipe(body);
 	json_decref(body);
 	if (!reply) {
 		return mcp_tool_errorf("tkbox_run: the daemon did not answer (is tkbox daemon running?)");

@@ -268,8 +268,7 @@ int run_secret_parse(const char *arg, int stdin_fd, bool *stdin_used, struct egr
 	return 0;
 }
 
-/* The body's secret values, wiped in the tree (jansson copied them) once the request is sent. */
-static void run_secrets_wipe(json_t *body)
+void run_secrets_wipe(json_t *body)
 {
 	json_t *a = json_object_get(body, "secrets"), *o;
 	size_t i;
@@ -282,8 +281,7 @@ static void run_secrets_wipe(json_t *body)
 	}
 }
 
-/* A secret as the create request carries it: {name, value, hosts, header}. */
-static json_t *run_secret_json(const struct egress_secret *s)
+json_t *run_secret_json(const struct egress_secret *s)
 {
 	json_t *hosts = json_array();
 

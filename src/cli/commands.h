@@ -2,6 +2,7 @@
 #ifndef TKBOX_CLI_COMMANDS_H
 #define TKBOX_CLI_COMMANDS_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -28,6 +29,10 @@ int cmd_run(int argc, char **argv);
 struct egress_secret;
 _wur_ int run_secret_parse(const char *arg, int stdin_fd, bool *stdin_used, struct egress_secret *ret, char *err,
 			   size_t err_size);
+/* A secret as the create request carries it: {name, value, hosts, header} (NULL when out of memory). */
+json_t *run_secret_json(const struct egress_secret *s);
+/* The create body's secret values, wiped in the tree (jansson copied them) once the request is sent. */
+void run_secrets_wipe(json_t *body);
 int cmd_exec(int argc, char **argv);
 int cmd_ls(int argc, char **argv);
 int cmd_stop(int argc, char **argv);
