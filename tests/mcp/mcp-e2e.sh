@@ -170,6 +170,20 @@ check "inspector --cli tools/call: tkbox_run refuses an allow entry beyond the o
 "${INSPECT[@]}" --method tools/call --tool-name tkbox_ls >"$WORK/inspect-ls.out" 2>>"$WORK/inspect.err"
 check "inspector --cli tools/call: tkbox_ls of a new session lists no box" \
 	grep -q '\\"boxes\\":\[\]' "$WORK/inspect-ls.out"
+# Each Inspector CLI call is a session of its own: the box it runs is stopped when that call's session ends.
+"${INSPECT[@]}" --method tools/call --tool-name tkbox_run >"$WORK/inspect-run.out" 2>>"$WORK/inspect.err"
+ibox=$(grep -o 'mcp-[0-9a-f]\{8\}-[0-9]*' "$WORK/inspect-run.out" | head -1)
+check "inspector --cli tools/call: tkbox_run boots a box (${ibox:-none})" test -n "$ibox"
+istate=
+end=$((SECONDS + 60)) # a deadline for a stop that never comes, not a timing assertion
+while [ -n "$ibox" ] && [ "$SECONDS" -lt "$end" ]; do
+	istate=$("$TKBOX" ls --json 2>/dev/null | python3 -c "
+import json, sys
+print(next((b['state'] for b in json.load(sys.stdin) if b['name'] == sys.argv[1]), 'gone'))" "$ibox")
+	case $istate in running | creating | stopping) ;; *) break ;; esac
+	sleep 0.2
+done
+check "the Inspector's session ended and its box was stopped (state ${istate:-none})" test "$istate" = stopped
 [ "$fail" -eq 0 ] || { sed 's/^/#   /' "$WORK/inspect.err" | tail -10; cat "$WORK"/inspect-*.out | sed 's/^/#   /' | head -20; }
 
 echo "# total $(elapsed "$T0") s"
