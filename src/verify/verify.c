@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "banned.h"
 #include "crypto.h"
@@ -805,33 +807,128 @@ static bool read_run(struct vstate *st)
 	return true;
 }
 
+/* One record's signature check, as check_signatures reports it. */
+struct sig_result {
+	const char *fail; /* static reason, or NULL */
+	char *why; /* the schema's words when fail needs them (malloc'd), or NULL */
+	bool field; /* fail needs why (recomputed in order if why could not be kept) */
+};
+
+static const char *check_one(const struct vstate *st, const struct record *r, char why[EVENT_SCHEMA_WHY_MAX],
+			     bool *field)
+{
+	*field = false;
+	if (record_check_hash(r) < 0) {
+		return "hash does not match its event";
+	}
+	if (!event_valid(r->event, why)) {
+		*field = true;
+		return "event is not a valid tracekit.event.v2";
+	}
+	if (!st->trust.alg_ed25519) {
+		return "alg ed25519 is not pinned in the trust config's algs";
+	}
+	if (!st->log_id || strcmp(st->log_id, r->log_id) != 0) {
+		return "record of another log than the key records";
+	}
+	return verify_under_keys((struct vstate *)st, r);
+}
+
+/*
+ * The records are independent of one another here, so workers (one per
+ * online CPU) take chunks of them from a shared counter and write each
+ * record's result into its own slot; check_signatures then reads the slots
+ * in record order, so the report is the sequential one (the first failing
+ * record in order wins). Workers only read st and the records: jansson
+ * (atomic refcounts) and OpenSSL's EVP calls are thread-safe for that.
+ */
+#define SIG_CHUNK 8
+#define SIG_MAX_THREADS 64
+#define SIG_MIN_PARALLEL 2
+
+struct sig_work {
+	const struct vstate *st;
+	struct sig_result *res;
+	size_t next; /* atomic */
+};
+
+static void *sig_worker(void *arg)
+{
+	struct sig_work *w = arg;
+
+	for (;;) {
+		size_t i0 = __atomic_fetch_add(&w->next, SIG_CHUNK, __ATOMIC_RELAXED);
+
+		if (i0 >= w->st->n_run) {
+			return NULL;
+		}
+		for (size_t i = i0; i < i0 + SIG_CHUNK && i < w->st->n_run; i++) {
+			char why[EVENT_SCHEMA_WHY_MAX] = "";
+			struct sig_result *res = &w->res[i];
+
+			res->fail = check_one(w->st, &w->st->run[i], why, &res->field);
+			if (res->field) {
+				res->why = strdup(why);
+			}
+		}
+	}
+}
+
+static void check_all(const struct vstate *st, struct sig_result *res)
+{
+	struct sig_work w = { .st = st, .res = res, .next = 0 };
+	pthread_t tids[SIG_MAX_THREADS];
+	size_t started = 0, want = 1;
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+
+	if (ncpu > 1 && st->n_run >= SIG_MIN_PARALLEL) {
+		want = ncpu > SIG_MAX_THREADS ? SIG_MAX_THREADS : (size_t)ncpu;
+	}
+	/* The calling thread is one of the workers; a thread that cannot start leaves its share to the others. */
+	for (size_t t = 1; t < want; t++) {
+		if (pthread_create(&tids[started], NULL, sig_worker, &w) != 0) {
+			break;
+		}
+		started++;
+	}
+	sig_worker(&w);
+	for (size_t t = 0; t < started; t++) {
+		pthread_join(tids[t], NULL);
+	}
+}
+
 static void check_signatures(struct vstate *st)
 {
 	size_t problems = 0;
 	char first[MAX_DETAIL] = "";
+	struct sig_result *res = calloc(st->n_run ? st->n_run : 1, sizeof(*res));
 
+	if (!res) {
+		st->oom = true;
+		return;
+	}
+	check_all(st, res);
 	for (size_t i = 0; i < st->n_run; i++) {
 		const struct record *r = &st->run[i];
+		const char *fail = res[i].fail, *field = NULL;
 		char why[EVENT_SCHEMA_WHY_MAX] = "";
-		const char *fail = NULL, *field = NULL;
 
-		if (record_check_hash(r) < 0) {
-			fail = "hash does not match its event";
-		} else if (!event_valid(r->event, why)) {
-			fail = "event is not a valid tracekit.event.v2";
-			field = why;
-		} else if (!st->trust.alg_ed25519) {
-			fail = "alg ed25519 is not pinned in the trust config's algs";
-		} else if (!st->log_id || strcmp(st->log_id, r->log_id) != 0) {
-			fail = "record of another log than the key records";
-		} else {
-			fail = verify_under_keys(st, r);
-		}
 		if (fail && problems++ == 0) {
+			if (res[i].field) {
+				if (res[i].why) {
+					field = res[i].why;
+				} else {
+					/* strdup failed in the worker: the same check again, here. */
+					(void)event_valid(r->event, why);
+					field = why;
+				}
+			}
 			snprintf(first, sizeof(first), "record %zu of the run (seq %" PRId64 "): %s%s%s%s", i, r->seq,
 				 fail, field ? " (" : "", field ? field : "", field ? ")" : "");
 		}
+		free(res[i].why);
 	}
+	free(res);
 	if (problems) {
 		add_check(st, "signatures", CHECK_FAIL, "%s%s", first, problems > 1 ? " (and more)" : "");
 	} else {
