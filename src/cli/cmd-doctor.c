@@ -56,7 +56,6 @@
 #define DOCTOR_DISK_FAIL_MIB 1024
 #define DOCTOR_DISK_WARN_MIB (DAEMON_DEFAULT_DISK_MIB + 1024)
 #define DOCTOR_QEMU_OUT_MAX ((size_t)256 << 10)
-#define GUEST_NAME "tkbox-guest-linux-amd64"
 
 enum doctor_status {
 	DOCTOR_OK = 0,
@@ -112,38 +111,23 @@ static void add(struct doctor *d, const char *name, enum doctor_status st, const
 
 /* ---------------------------------------------------------------- the VM: guest agent, kernel, QEMU, KVM */
 
-/* The daemon's rule (daemon.c find_guest): next to this binary, else ../libexec/tkbox/. */
-static char *find_guest(void)
+/* The daemon's own search (daemon_find_guest), NULL when it finds nothing. */
+static char *find_guest_or_null(void)
 {
-	static const char *const rel[] = { GUEST_NAME, "../libexec/tkbox/" GUEST_NAME, NULL };
-	_cleanup_free_ char *self = realpath("/proc/self/exe", NULL);
-	char *slash, *p = NULL;
+	char *p = NULL;
 
-	if (!self || !(slash = strrchr(self, '/'))) {
-		return NULL;
-	}
-	*slash = '\0';
-	for (size_t i = 0; rel[i]; i++) {
-		if (asprintf(&p, "%s/%s", self, rel[i]) < 0) {
-			return NULL;
-		}
-		if (access(p, R_OK) == 0) {
-			return p;
-		}
-		free(p);
-	}
-	return NULL;
+	return daemon_find_guest(&p) < 0 ? NULL : p;
 }
 
 static void check_guest(struct doctor *d, const char *guest_arg)
 {
 	struct stat st;
 
-	d->guest = guest_arg ? realpath(guest_arg, NULL) : find_guest();
+	d->guest = guest_arg ? realpath(guest_arg, NULL) : find_guest_or_null();
 	if (!d->guest || stat(d->guest, &st) < 0 || !S_ISREG(st.st_mode)) {
 		add(d, "guest", DOCTOR_FAIL,
 		    "reinstall tkbox (the guest agent is built with it), or give the daemon --guest FILE",
-		    "the guest agent %s was not found%s%s", GUEST_NAME, guest_arg ? " at " : " next to tkbox",
+		    "the guest agent %s was not found%s%s", DAEMON_GUEST_NAME, guest_arg ? " at " : " next to tkbox",
 		    guest_arg ? guest_arg : "");
 		free(d->guest);
 		d->guest = NULL;

@@ -3749,33 +3749,6 @@ static int listen_api(int *ret)
 	return 0;
 }
 
-static int find_guest(char **ret)
-{
-	_cleanup_free_ char *self = NULL;
-	char *slash, *p = NULL;
-	static const char *const rel[] = { "tkbox-guest-linux-amd64", "../libexec/tkbox/tkbox-guest-linux-amd64",
-					   NULL };
-	int r;
-
-	r = find_self(&self);
-	if (r < 0) {
-		return r;
-	}
-	slash = strrchr(self, '/');
-	*slash = '\0';
-	for (size_t i = 0; rel[i]; i++) {
-		if (asprintf(&p, "%s/%s", self, rel[i]) < 0) {
-			return -ENOMEM;
-		}
-		if (access(p, R_OK) == 0) {
-			*ret = p;
-			return 0;
-		}
-		free(p);
-	}
-	return -ENOENT;
-}
-
 /* SIGTERM: stop every box, let their commands complete, close every run. */
 static void shutdown_all(void)
 {
@@ -3840,7 +3813,7 @@ static int daemon_configure(const struct daemon_opts *o)
 	}
 	if (o->guest_bin) {
 		g.guest_bin = realpath(o->guest_bin, NULL);
-	} else if (find_guest(&g.guest_bin) < 0) {
+	} else if (daemon_find_guest(&g.guest_bin) < 0) {
 		g.guest_bin = NULL;
 	}
 	if (!g.guest_bin) {

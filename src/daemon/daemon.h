@@ -73,4 +73,8 @@ const char *daemon_default_state_dir(void);
 /* The API socket path under a state dir (new string). */
 _wur_ int daemon_socket_path(const char *state_dir, char **ret);
 
+/* The guest agent's binary name, and where it is: next to this binary, else ../libexec/tkbox/ (new string). */
+#define DAEMON_GUEST_NAME "tkbox-guest-linux-amd64"
+_wur_ int daemon_find_guest(char **ret);
+
 #endif

@@ -8,9 +8,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "banned.h"
 #include "daemon/daemon.h"
+#include "macro.h"
 
 const char *daemon_default_state_dir(void)
 {
@@ -42,4 +44,28 @@ int daemon_socket_path(const char *state_dir, char **ret)
 	}
 	*ret = p;
 	return 0;
+}
+
+/* The guest agent: next to this binary (a build tree), else ../libexec/tkbox/ (an install). */
+int daemon_find_guest(char **ret)
+{
+	static const char *const rel[] = { DAEMON_GUEST_NAME, "../libexec/tkbox/" DAEMON_GUEST_NAME, NULL };
+	_cleanup_free_ char *self = realpath("/proc/self/exe", NULL);
+	char *slash, *p = NULL;
+
+	if (!self || !(slash = strrchr(self, '/'))) {
+		return -ENOENT;
+	}
+	*slash = '\0';
+	for (size_t i = 0; rel[i]; i++) {
+		if (asprintf(&p, "%s/%s", self, rel[i]) < 0) {
+			return -ENOMEM;
+		}
+		if (access(p, R_OK) == 0) {
+			*ret = p;
+			return 0;
+		}
+		free(p);
+	}
+	return -ENOENT;
 }
