@@ -222,3 +222,20 @@ int io_mkdir_p(int dirfd, const char *path, mode_t mode)
 	}
 	return 0;
 }
+
+DIR *io_opendir_dup(int dirfd)
+{
+	int fd = fcntl(dirfd, F_DUPFD_CLOEXEC, 3);
+	DIR *d;
+
+	if (fd < 0) {
+		return NULL;
+	}
+	d = fdopendir(fd);
+	if (!d) {
+		int e = errno;
+		(void)close(fd);
+		errno = e;
+	}
+	return d;
+}

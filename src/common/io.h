@@ -2,6 +2,7 @@
 #ifndef TKBOX_IO_H
 #define TKBOX_IO_H
 
+#include <dirent.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 
@@ -61,5 +62,11 @@ _wur_ int io_read_file(int dirfd, const char *path, size_t max, unsigned flags, 
  * not checked). -errno of the first mkdirat that fails otherwise.
  */
 _wur_ int io_mkdir_p(int dirfd, const char *path, mode_t mode);
+
+/*
+ * A directory stream over a close-on-exec copy of dirfd (dirfd stays open and the caller's); NULL with errno set
+ * on failure, and then no copy is left open. closedir() closes the copy.
+ */
+_wur_ DIR *io_opendir_dup(int dirfd);
 
 #endif

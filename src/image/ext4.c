@@ -7,6 +7,7 @@
 
 #include "banned.h"
 #include "image/ext4.h"
+#include "io.h"
 #include "log.h"
 #include "path.h"
 
@@ -131,7 +132,7 @@ static int walk_dir(struct walk *w, int dfd, const char *rel, unsigned depth)
 	if (depth > PATH_MAX_DEPTH) {
 		return -ELOOP;
 	}
-	d = fdopendir(fcntl(dfd, F_DUPFD_CLOEXEC, 3));
+	d = io_opendir_dup(dfd);
 	if (!d) {
 		return negative_errno();
 	}

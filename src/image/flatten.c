@@ -11,6 +11,7 @@
 #include "banned.h"
 #include "crypto.h"
 #include "image/flatten.h"
+#include "io.h"
 #include "log.h"
 #include "path.h"
 
@@ -565,7 +566,7 @@ static int apply_whiteouts(struct flatten *f, const struct source *src, const ch
 			break;
 		}
 		if (strcmp(base, ".wh..wh..opq") == 0) {
-			DIR *d = fdopendir(fcntl(pfd, F_DUPFD_CLOEXEC, 3));
+			DIR *d = io_opendir_dup(pfd);
 			dir_fresh(f, parent);
 			struct dirent *de;
 			if (!d) {

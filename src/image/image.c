@@ -1379,7 +1379,7 @@ static int for_each_ref(struct image_cache *c, int (*fn)(void *, const char *fil
 	if (rfd < 0) {
 		return negative_errno();
 	}
-	d = fdopendir(fcntl(rfd, F_DUPFD_CLOEXEC, 3));
+	d = io_opendir_dup(rfd);
 	if (!d) {
 		return negative_errno();
 	}
@@ -1544,7 +1544,7 @@ static int collect_used(struct image_cache *c, json_t *used)
 	if (rfd < 0) {
 		return negative_errno();
 	}
-	d = fdopendir(fcntl(rfd, F_DUPFD_CLOEXEC, 3));
+	d = io_opendir_dup(rfd);
 	if (!d) {
 		return negative_errno();
 	}
@@ -1609,7 +1609,7 @@ int image_prune(const char *state_dir, struct image_prune_stats *ret)
 	/* exclusive lock: no pull is running, so everything in tmp/ is a leftover of a crash */
 	{
 		_cleanup_close_ int tfd = openat(c->dirfd, "tmp", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		d = tfd >= 0 ? fdopendir(fcntl(tfd, F_DUPFD_CLOEXEC, 3)) : NULL;
+		d = tfd >= 0 ? io_opendir_dup(tfd) : NULL;
 		while (d && (de = readdir(d))) {
 			if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") &&
 			    image_rm_rf_at(tfd, de->d_name) == 0) {
@@ -1635,7 +1635,7 @@ int image_prune(const char *state_dir, struct image_prune_stats *ret)
 	{
 		_cleanup_close_ int bfd =
 			openat(c->dirfd, "blobs/sha256", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		d = bfd >= 0 ? fdopendir(fcntl(bfd, F_DUPFD_CLOEXEC, 3)) : NULL;
+		d = bfd >= 0 ? io_opendir_dup(bfd) : NULL;
 		while (d && (de = readdir(d))) {
 			char dg[IMAGE_DIGEST_LEN + 8];
 			struct stat sst;
