@@ -604,69 +604,116 @@ int ed25519_keygen(uint8_t ret_priv[ED25519_PRIV_LEN], uint8_t ret_pub[ED25519_P
 
 /*
  * Building an EVP_PKEY from an Ed25519 seed derives the public key, a scalar
- * multiplication as costly as the signature itself. A signer signs every
- * record with the same key, so each thread keeps the key it used last
- * (compared in constant time, freed and wiped at thread exit).
+ * multiplication as costly as the signature itself; building one from a
+ * public key costs a provider look-up. A signer signs every record with the
+ * same key and a verifier checks runs of records under one key, so each
+ * thread keeps the private key it signed with last and the public key it
+ * verified with last (the seed compared in constant time; freed, and the
+ * seed wiped, at thread exit).
  */
-struct sign_cache {
+struct pkey_cache {
 	uint8_t seed[ED25519_PRIV_LEN];
-	EVP_PKEY *pkey;
+	EVP_PKEY *priv;
+	uint8_t pub[ED25519_PUB_LEN];
+	EVP_PKEY *verify;
 };
 
-static pthread_key_t sign_cache_key;
-static pthread_once_t sign_cache_once = PTHREAD_ONCE_INIT;
-static bool sign_cache_ok;
+static pthread_key_t pkey_cache_key;
+static pthread_once_t pkey_cache_once = PTHREAD_ONCE_INIT;
+static bool pkey_cache_ok;
 
-static void sign_cache_free(void *p)
+static void pkey_cache_free(void *p)
 {
-	struct sign_cache *c = p;
+	struct pkey_cache *c = p;
 
 	if (c) {
-		EVP_PKEY_free(c->pkey);
+		EVP_PKEY_free(c->priv);
+		EVP_PKEY_free(c->verify);
 		OPENSSL_cleanse(c, sizeof(*c));
 		free(c);
 	}
 }
 
-static void sign_cache_init(void)
+static void pkey_cache_init(void)
 {
-	sign_cache_ok = pthread_key_create(&sign_cache_key, sign_cache_free) == 0;
+	pkey_cache_ok = pthread_key_create(&pkey_cache_key, pkey_cache_free) == 0;
+}
+
+/* This thread's cache, made on first use; NULL when there is none (then nothing is cached). */
+static struct pkey_cache *pkey_cache_get(void)
+{
+	struct pkey_cache *c;
+
+	(void)pthread_once(&pkey_cache_once, pkey_cache_init);
+	if (!pkey_cache_ok) {
+		return NULL;
+	}
+	c = pthread_getspecific(pkey_cache_key);
+	if (!c) {
+		c = calloc(1, sizeof(*c));
+		if (c && pthread_setspecific(pkey_cache_key, c) != 0) {
+			free(c);
+			c = NULL;
+		}
+	}
+	return c;
+}
+
+/* Keep a reference to pkey in *slot (the previous one is released); without a reference nothing is kept. */
+static bool pkey_cache_keep(EVP_PKEY **slot, EVP_PKEY *pkey)
+{
+	if (EVP_PKEY_up_ref(pkey) != 1) {
+		return false;
+	}
+	EVP_PKEY_free(*slot);
+	*slot = pkey;
+	return true;
 }
 
 /* A new reference to the EVP_PKEY for priv: from this thread's cache when it holds that key. */
 static int ed25519_pkey_private_cached(const uint8_t priv[ED25519_PRIV_LEN], EVP_PKEY **ret)
 {
-	struct sign_cache *c;
+	struct pkey_cache *c = pkey_cache_get();
 	EVP_PKEY *pkey;
 	int r;
 
-	(void)pthread_once(&sign_cache_once, sign_cache_init);
-	c = sign_cache_ok ? pthread_getspecific(sign_cache_key) : NULL;
-	if (c && c->pkey && CRYPTO_memcmp(c->seed, priv, ED25519_PRIV_LEN) == 0) {
-		if (EVP_PKEY_up_ref(c->pkey) != 1) {
+	if (c && c->priv && CRYPTO_memcmp(c->seed, priv, ED25519_PRIV_LEN) == 0) {
+		if (EVP_PKEY_up_ref(c->priv) != 1) {
 			return crypto_ossl_error(NULL, 0);
 		}
-		*ret = c->pkey;
+		*ret = c->priv;
 		return 0;
 	}
 	r = ed25519_pkey_private(priv, &pkey);
 	if (r < 0) {
 		return r;
 	}
-	if (sign_cache_ok) {
-		if (!c) {
-			c = calloc(1, sizeof(*c));
-			if (c && pthread_setspecific(sign_cache_key, c) != 0) {
-				free(c);
-				c = NULL;
-			}
+	if (c && pkey_cache_keep(&c->priv, pkey)) {
+		memcpy(c->seed, priv, ED25519_PRIV_LEN);
+	}
+	*ret = pkey;
+	return 0;
+}
+
+/* A new reference to the EVP_PKEY for pub (checked by the caller): from this thread's cache when it holds it. */
+static int ed25519_pkey_public_cached(const uint8_t pub[ED25519_PUB_LEN], EVP_PKEY **ret)
+{
+	struct pkey_cache *c = pkey_cache_get();
+	EVP_PKEY *pkey;
+
+	if (c && c->verify && memcmp(c->pub, pub, ED25519_PUB_LEN) == 0) {
+		if (EVP_PKEY_up_ref(c->verify) != 1) {
+			return crypto_ossl_error(NULL, 0);
 		}
-		/* Without a cache slot the key is simply not cached. */
-		if (c && EVP_PKEY_up_ref(pkey) == 1) {
-			EVP_PKEY_free(c->pkey);
-			memcpy(c->seed, priv, ED25519_PRIV_LEN);
-			c->pkey = pkey;
-		}
+		*ret = c->verify;
+		return 0;
+	}
+	pkey = EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, NULL, pub, ED25519_PUB_LEN);
+	if (!pkey) {
+		return crypto_ossl_error(NULL, 0);
+	}
+	if (c && pkey_cache_keep(&c->verify, pkey)) {
+		memcpy(c->pub, pub, ED25519_PUB_LEN);
 	}
 	*ret = pkey;
 	return 0;
@@ -727,9 +774,9 @@ int ed25519_verify(const uint8_t pub[ED25519_PUB_LEN], const void *msg, size_t n
 	if (!le256_lt(sig + 32, ed25519_l)) {
 		return -EBADMSG;
 	}
-	pkey = EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, NULL, pub, ED25519_PUB_LEN);
-	if (!pkey) {
-		return crypto_ossl_error(NULL, 0);
+	r = ed25519_pkey_public_cached(pub, &pkey);
+	if (r < 0) {
+		return r;
 	}
 	ctx = EVP_MD_CTX_new();
 	if (!ctx || EVP_DigestVerifyInit(ctx, NULL, NULL, NULL, pkey) != 1) {

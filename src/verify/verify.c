@@ -552,13 +552,87 @@ static const char *verify_under_keys(struct vstate *st, const struct record *r)
 	return NULL;
 }
 
+static void free_records(struct record *recs, size_t n);
+
+/*
+ * fn(ctx, i) for every i < n, on workers (one per online CPU, the calling
+ * thread one of them) that take chunks from a shared counter. fn writes only
+ * slot i of its own output, so callers read the results in order afterwards
+ * and report exactly what a sequential loop would. Workers only read shared
+ * state: jansson (atomic refcounts) and OpenSSL's EVP calls are thread-safe
+ * for that.
+ */
+#define PAR_CHUNK 8
+#define PAR_MAX_THREADS 64
+#define PAR_MIN_PARALLEL 2
+
+struct par_work {
+	void (*fn)(void *ctx, size_t i);
+	void *ctx;
+	size_t n;
+	size_t next; /* atomic */
+};
+
+static void *par_worker(void *arg)
+{
+	struct par_work *w = arg;
+
+	for (;;) {
+		size_t i0 = __atomic_fetch_add(&w->next, PAR_CHUNK, __ATOMIC_RELAXED);
+
+		if (i0 >= w->n) {
+			return NULL;
+		}
+		for (size_t i = i0; i < i0 + PAR_CHUNK && i < w->n; i++) {
+			w->fn(w->ctx, i);
+		}
+	}
+}
+
+static void par_for(size_t n, void (*fn)(void *ctx, size_t i), void *ctx)
+{
+	struct par_work w = { .fn = fn, .ctx = ctx, .n = n, .next = 0 };
+	pthread_t tids[PAR_MAX_THREADS];
+	size_t started = 0, want = 1;
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+
+	if (ncpu > 1 && n >= PAR_MIN_PARALLEL) {
+		want = ncpu > PAR_MAX_THREADS ? PAR_MAX_THREADS : (size_t)ncpu;
+	}
+	/* A thread that cannot start leaves its share to the others. */
+	for (size_t t = 1; t < want; t++) {
+		if (pthread_create(&tids[started], NULL, par_worker, &w) != 0) {
+			break;
+		}
+		started++;
+	}
+	par_worker(&w);
+	for (size_t t = 0; t < started; t++) {
+		pthread_join(tids[t], NULL);
+	}
+}
+
+/* Each line's record parsed in its own slot (lines and rcs are the slots' inputs and results). */
+struct parse_work {
+	const struct bundle_line *lines;
+	struct record *recs;
+	int *rcs;
+};
+
+static void parse_one(void *ctx, size_t i)
+{
+	struct parse_work *w = ctx;
+
+	w->rcs[i] = record_parse(w->lines[i].p, w->lines[i].n, &w->recs[i]);
+}
+
 static int parse_lines(struct vstate *st, const struct bundle_entry *e, struct record **ret, size_t *ret_n,
 		       const char **why, size_t *bad_line)
 {
 	struct bundle_line *lines = NULL;
 	struct record *recs;
 	size_t n = 0;
-	int r;
+	int *rcs, r;
 
 	r = bundle_lines(e->data, e->size, &lines, &n, why);
 	if (r < 0) {
@@ -566,24 +640,28 @@ static int parse_lines(struct vstate *st, const struct bundle_entry *e, struct r
 		return r;
 	}
 	recs = calloc(n ? n : 1, sizeof(*recs));
-	if (!recs) {
+	rcs = calloc(n ? n : 1, sizeof(*rcs));
+	if (!recs || !rcs) {
+		free(recs);
+		free(rcs);
 		free(lines);
 		st->oom = true;
 		return -ENOMEM;
 	}
+	par_for(n, parse_one, &(struct parse_work){ .lines = lines, .recs = recs, .rcs = rcs });
+	/* The first bad line in order, as a sequential parse would stop at. */
 	for (size_t i = 0; i < n; i++) {
-		r = record_parse(lines[i].p, lines[i].n, &recs[i]);
-		if (r < 0) {
-			for (size_t j = 0; j < i; j++) {
-				record_release(&recs[j]);
-			}
-			free(recs);
+		if (rcs[i] < 0) {
+			r = rcs[i];
+			free_records(recs, n);
+			free(rcs);
 			free(lines);
 			*bad_line = i + 1;
 			*why = r == -EPROTONOSUPPORT ? "alg is not ed25519" : "not a strict v2 record line";
 			return r;
 		}
 	}
+	free(rcs);
 	free(lines);
 	*ret = recs;
 	*ret_n = n;
@@ -834,66 +912,21 @@ static const char *check_one(const struct vstate *st, const struct record *r, ch
 	return verify_under_keys((struct vstate *)st, r);
 }
 
-/*
- * The records are independent of one another here, so workers (one per
- * online CPU) take chunks of them from a shared counter and write each
- * record's result into its own slot; check_signatures then reads the slots
- * in record order, so the report is the sequential one (the first failing
- * record in order wins). Workers only read st and the records: jansson
- * (atomic refcounts) and OpenSSL's EVP calls are thread-safe for that.
- */
-#define SIG_CHUNK 8
-#define SIG_MAX_THREADS 64
-#define SIG_MIN_PARALLEL 2
-
+/* The records are independent of one another here: par_for checks them on every CPU, each into its own slot. */
 struct sig_work {
 	const struct vstate *st;
 	struct sig_result *res;
-	size_t next; /* atomic */
 };
 
-static void *sig_worker(void *arg)
+static void sig_one(void *ctx, size_t i)
 {
-	struct sig_work *w = arg;
+	struct sig_work *w = ctx;
+	char why[EVENT_SCHEMA_WHY_MAX] = "";
+	struct sig_result *res = &w->res[i];
 
-	for (;;) {
-		size_t i0 = __atomic_fetch_add(&w->next, SIG_CHUNK, __ATOMIC_RELAXED);
-
-		if (i0 >= w->st->n_run) {
-			return NULL;
-		}
-		for (size_t i = i0; i < i0 + SIG_CHUNK && i < w->st->n_run; i++) {
-			char why[EVENT_SCHEMA_WHY_MAX] = "";
-			struct sig_result *res = &w->res[i];
-
-			res->fail = check_one(w->st, &w->st->run[i], why, &res->field);
-			if (res->field) {
-				res->why = strdup(why);
-			}
-		}
-	}
-}
-
-static void check_all(const struct vstate *st, struct sig_result *res)
-{
-	struct sig_work w = { .st = st, .res = res, .next = 0 };
-	pthread_t tids[SIG_MAX_THREADS];
-	size_t started = 0, want = 1;
-	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-
-	if (ncpu > 1 && st->n_run >= SIG_MIN_PARALLEL) {
-		want = ncpu > SIG_MAX_THREADS ? SIG_MAX_THREADS : (size_t)ncpu;
-	}
-	/* The calling thread is one of the workers; a thread that cannot start leaves its share to the others. */
-	for (size_t t = 1; t < want; t++) {
-		if (pthread_create(&tids[started], NULL, sig_worker, &w) != 0) {
-			break;
-		}
-		started++;
-	}
-	sig_worker(&w);
-	for (size_t t = 0; t < started; t++) {
-		pthread_join(tids[t], NULL);
+	res->fail = check_one(w->st, &w->st->run[i], why, &res->field);
+	if (res->field) {
+		res->why = strdup(why);
 	}
 }
 
@@ -907,7 +940,7 @@ static void check_signatures(struct vstate *st)
 		st->oom = true;
 		return;
 	}
-	check_all(st, res);
+	par_for(st->n_run, sig_one, &(struct sig_work){ .st = st, .res = res });
 	for (size_t i = 0; i < st->n_run; i++) {
 		const struct record *r = &st->run[i];
 		const char *fail = res[i].fail, *field = NULL;

@@ -796,6 +796,43 @@ static void load_vector(size_t i, uint8_t pub[32], uint8_t msg[1024], size_t *n,
 	*n = unhex(rfc8032[i].msg, msg, 1024);
 }
 
+/*
+ * The per-thread verify-key cache: keys alternating, and a signature checked
+ * under the wrong key right after the right one (a hit must never answer for
+ * another key), also in a fresh thread.
+ */
+static void *verify_cache_thread(void *arg)
+{
+	static const size_t order[] = { 0, 0, 1, 0, 2, 2, 1, 0 };
+	uint8_t pub[32], other[32], msg[1024], sig[64];
+	size_t n, m;
+
+	(void)arg;
+	for (size_t k = 0; k < ARRAY_SIZE(order); k++) {
+		size_t i = order[k], j = (i + 1) % 3;
+
+		load_vector(i, pub, msg, &n, sig);
+		assert_int_equal(ed25519_verify(pub, msg, n, sig), 0);
+		load_vector(j, other, msg + 512, &m, sig + 0);
+		load_vector(i, pub, msg, &n, sig);
+		assert_int_equal(ed25519_verify(other, msg, n, sig), -EBADMSG);
+		assert_int_equal(ed25519_verify(pub, msg, n, sig), 0);
+		sig[0] ^= 1;
+		assert_int_equal(ed25519_verify(pub, msg, n, sig), -EBADMSG);
+	}
+	return NULL;
+}
+
+static void test_ed25519_verify_key_cache(void **state)
+{
+	pthread_t th;
+
+	(void)state;
+	assert_null(verify_cache_thread(NULL));
+	assert_int_equal(pthread_create(&th, NULL, verify_cache_thread, NULL), 0);
+	assert_int_equal(pthread_join(th, NULL), 0);
+}
+
 static void test_ed25519_tampered(void **state)
 {
 	uint8_t pub[32], msg[1024], sig[64], other[32];
@@ -1064,6 +1101,7 @@ int main(void)
 		cmocka_unit_test(test_sha256_hex),
 		cmocka_unit_test(test_ed25519_rfc8032),
 		cmocka_unit_test(test_ed25519_sign_key_cache),
+		cmocka_unit_test(test_ed25519_verify_key_cache),
 		cmocka_unit_test(test_ed25519_tampered),
 		cmocka_unit_test(test_ed25519_s_not_reduced),
 		cmocka_unit_test(test_ed25519_small_order),
