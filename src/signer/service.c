@@ -581,6 +581,7 @@ static int append_record(struct service *s, const char *tenant, const char *run_
 	_cleanup_json_ json_t *ev = NULL;
 	_cleanup_free_ char *key = NULL;
 	struct store_item it = { 0 };
+	struct buf jcs = { 0 };
 	char ts[32], id[33], prev[RECORD_HASH_STRLEN + 1], run_prev[RECORD_HASH_STRLEN + 1];
 	uint8_t hash[SHA256_LEN];
 	struct run *run;
@@ -651,7 +652,16 @@ static int append_record(struct service *s, const char *tenant, const char *run_
 	 * signature is made by the commit stage, in parallel, before the record
 	 * is written (server.c). Nothing is acknowledged before both.
 	 */
-	r = record_event_hash(ev, hash);
+	r = buf_init(&jcs, RECORD_MAX_EVENT_JCS, 0);
+	if (r >= 0) {
+		r = record_event_jcs(ev, &jcs, hash);
+	}
+	if (r >= 0) {
+		/* The signing stage embeds these bytes in the line instead of serialising the event again. */
+		it.ev_jcs_len = buf_len(&jcs);
+		r = buf_dup_cstring(&jcs, &it.ev_jcs);
+	}
+	buf_release(&jcs);
 	if (r < 0) {
 		return r;
 	}
@@ -856,7 +866,9 @@ int service_sign_item(const struct signer_keys *keys, struct store_item *it)
 	if (it->kind != STORE_ITEM_RECORD || it->text || !it->event) {
 		return 0;
 	}
-	r = record_build(it->event, keys->rec_priv, keys->rec_pub, &line, hash);
+	r = it->ev_jcs ? record_build_jcs(it->event, it->ev_jcs, it->ev_jcs_len, keys->rec_priv, keys->rec_pub, &line,
+					  hash)
+		       : record_build(it->event, keys->rec_priv, keys->rec_pub, &line, hash);
 	if (r < 0) {
 		return r;
 	}
@@ -867,6 +879,8 @@ int service_sign_item(const struct signer_keys *keys, struct store_item *it)
 	it->text = line;
 	json_decref(it->event);
 	it->event = NULL;
+	free(it->ev_jcs);
+	it->ev_jcs = NULL;
 	return 0;
 }
 

@@ -41,6 +41,7 @@ void store_item_release(struct store_item *it)
 	}
 	free(it->key);
 	free(it->text);
+	free(it->ev_jcs);
 	if (it->event) {
 		json_decref(it->event);
 	}

@@ -38,6 +38,8 @@ struct store_item {
 	char *key; /* record: run key "tenant/run_id"; request: "uid:request_id" */
 	char *text; /* record: the line; request: the response; checkpoint: the note */
 	json_t *event; /* record not yet signed: its event (text is NULL until signed; see server.c) */
+	char *ev_jcs; /* record not yet signed: JCS(event), whose SHA-256 is hash (NULL: serialise event) */
+	size_t ev_jcs_len;
 	uint8_t digest[32];
 };
 

@@ -113,21 +113,28 @@ int record_kid(const uint8_t pub[ED25519_PUB_LEN], char ret[RECORD_HASH_STRLEN +
 	return 0;
 }
 
-int record_event_hash(const json_t *event, uint8_t ret[SHA256_LEN])
+int record_event_jcs(const json_t *event, struct buf *out, uint8_t ret[SHA256_LEN])
 {
-	struct buf jcs = { 0 };
 	int r;
 
 	if (!json_is_object(event)) {
 		return -EINVAL;
 	}
-	r = buf_init(&jcs, RECORD_MAX_EVENT_JCS, 0);
-	if (r < 0) {
-		return r;
-	}
-	r = json_write_jcs(event, &jcs);
+	buf_reset(out);
+	r = json_write_jcs(event, out);
 	if (r >= 0) {
-		r = sha256(buf_ptr(&jcs), buf_len(&jcs), ret) < 0 ? -EIO : 0;
+		r = sha256(buf_ptr(out), buf_len(out), ret) < 0 ? -EIO : 0;
+	}
+	return r;
+}
+
+int record_event_hash(const json_t *event, uint8_t ret[SHA256_LEN])
+{
+	struct buf jcs = { 0 };
+	int r = buf_init(&jcs, RECORD_MAX_EVENT_JCS, 0);
+
+	if (r >= 0) {
+		r = record_event_jcs(event, &jcs, ret);
 	}
 	buf_release(&jcs);
 	return r;
@@ -179,24 +186,50 @@ int record_sigmsg(const json_t *event, const char *kid, const char *hash, struct
 	return r;
 }
 
-int record_build(const json_t *event, const uint8_t priv[ED25519_PRIV_LEN], const uint8_t pub[ED25519_PUB_LEN],
-		 char **ret_line, uint8_t ret_hash[SHA256_LEN])
+/*
+ * The record line, JCS: its keys sorted (alg, event, hash, kid, sig, v), the event's own JCS bytes as its value (JCS
+ * of an object nested in another is the object's JCS), and the other values strings that need no escaping (hash and
+ * kid are "sha256:<hex>", sig standard base64). Concatenated, not serialised again; a unit test holds it equal to
+ * json_jcs_string of the same object.
+ */
+static int record_line(const char *ev_jcs, size_t ev_len, const char *hash_str, const char *kid, const char *sig64,
+		       char **ret)
+{
+	struct buf line = { 0 };
+	int r = buf_init(&line, RECORD_MAX_LINE, 0);
+
+	if (r >= 0) {
+		r = buf_putf(&line, "{\"alg\":\"ed25519\",\"event\":");
+	}
+	if (r >= 0) {
+		r = buf_put(&line, ev_jcs, ev_len);
+	}
+	if (r >= 0) {
+		r = buf_putf(&line, ",\"hash\":\"%s\",\"kid\":\"%s\",\"sig\":\"%s\",\"v\":2}", hash_str, kid, sig64);
+	}
+	if (r >= 0) {
+		r = buf_dup_cstring(&line, ret);
+	}
+	buf_release(&line);
+	return r;
+}
+
+int record_build_jcs(const json_t *event, const char *ev_jcs, size_t ev_len, const uint8_t priv[ED25519_PRIV_LEN],
+		     const uint8_t pub[ED25519_PUB_LEN], char **ret_line, uint8_t ret_hash[SHA256_LEN])
 {
 	char kid[RECORD_HASH_STRLEN + 1], hash_str[RECORD_HASH_STRLEN + 1];
 	uint8_t h[SHA256_LEN], sig[ED25519_SIG_LEN];
 	struct buf msg = { 0 }, sig64 = { 0 };
 	struct position p;
-	json_t *rec = NULL;
-	char *line = NULL, *sig_str = NULL;
+	char *sig_str = NULL;
 	int r;
 
 	r = get_position(event, &p);
 	if (r < 0) {
 		return -EINVAL;
 	}
-	r = record_event_hash(event, h);
-	if (r < 0) {
-		return r;
+	if (sha256(ev_jcs, ev_len, h) < 0) {
+		return -EIO;
 	}
 	record_hash_format(h, hash_str);
 	r = record_kid(pub, kid);
@@ -224,26 +257,35 @@ int record_build(const json_t *event, const uint8_t priv[ED25519_PRIV_LEN], cons
 		r = buf_dup_cstring(&sig64, &sig_str);
 	}
 	buf_release(&sig64);
-	if (r < 0) {
-		return r;
+	if (r >= 0) {
+		r = record_line(ev_jcs, ev_len, hash_str, kid, sig_str, ret_line);
 	}
-	/* json_pack's "O" takes a new reference; the caller keeps its own. */
-	rec = json_pack("{s:i, s:O, s:s, s:s, s:s, s:s}", "v", 2, "event", (json_t *)event, "hash", hash_str, "alg",
-			"ed25519", "kid", kid, "sig", sig_str);
 	free(sig_str);
-	if (!rec) {
-		return -ENOMEM;
-	}
-	r = json_jcs_string(rec, RECORD_MAX_LINE, &line);
-	json_decref(rec);
-	if (r < 0) {
-		return r;
-	}
-	*ret_line = line;
-	if (ret_hash) {
+	if (r >= 0 && ret_hash) {
 		memcpy(ret_hash, h, SHA256_LEN);
 	}
-	return 0;
+	return r;
+}
+
+int record_build(const json_t *event, const uint8_t priv[ED25519_PRIV_LEN], const uint8_t pub[ED25519_PUB_LEN],
+		 char **ret_line, uint8_t ret_hash[SHA256_LEN])
+{
+	struct buf jcs = { 0 };
+	struct position p;
+	int r;
+
+	if (get_position(event, &p) < 0) {
+		return -EINVAL;
+	}
+	r = buf_init(&jcs, RECORD_MAX_EVENT_JCS, 0);
+	if (r >= 0) {
+		r = json_write_jcs(event, &jcs);
+	}
+	if (r >= 0) {
+		r = record_build_jcs(event, (const char *)buf_ptr(&jcs), buf_len(&jcs), priv, pub, ret_line, ret_hash);
+	}
+	buf_release(&jcs);
+	return r;
 }
 
 void record_release(struct record *r)

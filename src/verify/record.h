@@ -75,6 +75,16 @@ _wur_ int record_sigmsg(const json_t *event, const char *kid, const char *hash, 
 _wur_ int record_build(const json_t *event, const uint8_t priv[ED25519_PRIV_LEN], const uint8_t pub[ED25519_PUB_LEN],
 		       char **ret_line, uint8_t ret_hash[SHA256_LEN]);
 
+/*
+ * record_build for a caller that already holds JCS(event) (ev_jcs, ev_len: exactly json_write_jcs's output for
+ * event, e.g. from record_event_jcs): the same line, without serialising the event again.
+ */
+_wur_ int record_build_jcs(const json_t *event, const char *ev_jcs, size_t ev_len, const uint8_t priv[ED25519_PRIV_LEN],
+			   const uint8_t pub[ED25519_PUB_LEN], char **ret_line, uint8_t ret_hash[SHA256_LEN]);
+
+/* JCS(event) into out (cleared first) and its SHA-256: record_event_hash that keeps the bytes. */
+_wur_ int record_event_jcs(const json_t *event, struct buf *out, uint8_t ret[SHA256_LEN]);
+
 struct record {
 	json_t *event; /* owned reference */
 	uint8_t hash[SHA256_LEN]; /* as claimed by the line */

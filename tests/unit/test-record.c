@@ -386,12 +386,74 @@ static void test_build_refusals(void **state)
 	assert_int_equal(record_hash_parse("sha256:", (uint8_t[32]){ 0 }), -EBADMSG);
 }
 
+/* JCS of the whole record object, as the line was built before record_line concatenated it. */
+static char *jcs_line_of(const char *line)
+{
+	struct json_opts opts = { .max_bytes = RECORD_MAX_LINE, .max_depth = 0, .want_top = JSON_OBJECT };
+	json_t *doc = NULL;
+	char *out = NULL;
+
+	assert_int_equal(json_parse_strict(line, strlen(line), &opts, &doc), 0);
+	assert_int_equal(json_jcs_string(doc, RECORD_MAX_LINE, &out), 0);
+	json_decref(doc);
+	return out;
+}
+
+/*
+ * The line record_build concatenates is byte for byte the JCS of the record object, for the vectors' events and for
+ * events whose strings need escaping (quotes, backslashes, controls, non-ASCII, '/'); record_build_jcs given the
+ * event's JCS gives the same line.
+ */
+static void test_line_is_jcs(void **state)
+{
+	uint8_t priv[ED25519_PRIV_LEN], pub[ED25519_PUB_LEN], h1[SHA256_LEN], h2[SHA256_LEN];
+	json_t *v[8], *events[12];
+	size_t n, ne = 0;
+
+	(void)state;
+	test_key(priv, pub);
+	n = load_vectors(v);
+	for (size_t i = 0; i < n; i++) {
+		events[ne++] = json_incref(json_object_get(v[i], "event"));
+	}
+	events[ne++] = json_pack("{s:s, s:s, s:s, s:I, s:s, s:I, s:s, s:{s:s, s:[i, b, n]}, s:s}", "log_id", "l/x",
+				 "tenant", "t\"q\\", "run_id", "r\u00e9\u2028", "seq", (json_int_t)7, "prev_hash",
+				 "sha256:00", "run_seq", (json_int_t)3, "run_prev_hash", "sha256:11", "data", "k\"/",
+				 "\x01\x1f<>&", "z", 5, 1, "type", "\xf0\x9f\x98\x80");
+	for (size_t i = 0; i < ne; i++) {
+		struct buf jcs = { 0 };
+		char *line = NULL, *line2 = NULL, *want;
+
+		assert_non_null(events[i]);
+		assert_int_equal(record_build(events[i], priv, pub, &line, h1), 0);
+		want = jcs_line_of(line);
+		assert_string_equal(line, want);
+		assert_int_equal(buf_init(&jcs, RECORD_MAX_EVENT_JCS, 0), 0);
+		assert_int_equal(record_event_jcs(events[i], &jcs, h2), 0);
+		assert_memory_equal(h1, h2, SHA256_LEN);
+		assert_int_equal(
+			record_build_jcs(events[i], (const char *)buf_ptr(&jcs), buf_len(&jcs), priv, pub, &line2, h2),
+			0);
+		assert_string_equal(line2, line);
+		assert_memory_equal(h1, h2, SHA256_LEN);
+		buf_release(&jcs);
+		free(want);
+		free(line);
+		free(line2);
+		json_decref(events[i]);
+	}
+	for (size_t i = 0; i < n; i++) {
+		json_decref(v[i]);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_vectors),
 		cmocka_unit_test(test_tamper),
 		cmocka_unit_test(test_build_refusals),
+		cmocka_unit_test(test_line_is_jcs),
 	};
 
 	vectors_path = argc > 1 ? argv[1] : NULL;

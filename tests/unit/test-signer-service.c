@@ -544,7 +544,16 @@ static void test_unsigned_never_stored(void **state)
 	assert_true(n >= 3);
 	/* The store refuses a record that was chained but not signed. */
 	assert_true(store_commit(f->store, items, n, err, sizeof(err)) < 0);
-	/* A record whose event changed after it was hashed is never signed. */
+	/*
+	 * A record whose event changed after it was hashed is never signed: the bytes the line embeds (the event's
+	 * JCS kept from chaining) must still hash to the chained hash, and without them the event is serialised
+	 * again and checked the same way.
+	 */
+	assert_non_null(items[0].ev_jcs);
+	items[0].ev_jcs[items[0].ev_jcs_len / 2] ^= 1;
+	assert_int_equal(service_sign_item(&f->keys, &items[0]), -EBADMSG);
+	free(items[0].ev_jcs);
+	items[0].ev_jcs = NULL;
 	assert_int_equal(json_object_set_new(items[0].event, "ts", json_string("2000-01-01T00:00:00.000000Z")), 0);
 	assert_int_equal(service_sign_item(&f->keys, &items[0]), -EBADMSG);
 	for (size_t i = 0; i < n; i++) {
