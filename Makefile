@@ -21,7 +21,8 @@ DEB_PACKAGES = \
 	python3-yaml \
 	tmux \
 	nodejs \
-	chromium
+	chromium \
+	linux-source-6.1 flex bison bc libelf-dev
 
 .PHONY: all deps build test demo clean format format-check asan
 

@@ -8,7 +8,7 @@
 # - SOAK_BOOTS consecutive boots while two busy loops load both CPUs: hangs counted
 # - QEMU's RSS of an idle box (VmRSS from /proc/PID/status, ready and idle IDLE_S seconds, default 4)
 # Issue 16: the last lines are key=value headlines: bare_boot_median_s, box_ready_median_s, qemu_rss_mib
-# (idle), accel. Set SOAK_BOOTS (3rd argument) to 0 to skip the soak.
+# (idle), accel, kernel (built or cloud; TKBOX_KERNEL=built|cloud picks one). Set SOAK_BOOTS (3rd argument) to 0 to skip the soak.
 # Accelerator: $ACCEL (default tcg, as in CI). Kernel from the asset cache
 # ($TKBOX_STATE_DIR or ~/.local/state/tkbox; fetched on first use).
 set -eu
@@ -32,13 +32,17 @@ if [ ! -f "$img" ]; then
 	img="$work/rootfs.ext4"
 	"$here/tests/e2e/mkimage.sh" rootfs "$img" >/dev/null
 fi
-"$vm" assets >/dev/null
+# The kernel: the built one when cached (tkbox-vm assets --build-kernel), else Debian's cloud kernel;
+# TKBOX_KERNEL=built|cloud forces one (docs/vm.md).
+kpkg=$("$vm" assets | sed -n 's/^package //p')
+case $kpkg in built*) kernel=built ;; *) kernel=cloud ;; esac
 
 median() { sort -n | awk '{a[NR]=$1} END {if (NR==0) {print "nan"} else if (NR%2) {print a[(NR+1)/2]} else {printf "%.3f\n", (a[NR/2]+a[NR/2+1])/2}}'; }
 field() { tr ' ' '\n' | sed -n "s/^$1=//p"; }
 
 load0=$(cut -d' ' -f1 /proc/loadavg)
 echo "host: $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), accel $accel, $runs runs each"
+echo "kernel: $kernel ($kpkg)"
 : >"$work/bare" ; : >"$work/ready" ; : >"$work/exec" ; : >"$work/rss"
 i=0
 while [ "$i" -lt "$runs" ]; do
@@ -105,6 +109,7 @@ fi
 
 echo "load_avg=$load0"
 echo "accel=$accel"
+echo "kernel=$kernel"
 echo "bare_boot_median_s=$mb"
 echo "box_ready_median_s=$mr"
 echo "qemu_rss_mib=$rss_idle"

@@ -628,8 +628,14 @@ static int boot(void)
 		return r;
 	}
 	trace("modules loaded");
-	/* Nothing inside the box may load a module after ours (a NIC driver, a tunnel). */
-	{
+	/*
+	 * Nothing inside the box may load a module after ours (a NIC driver, a tunnel). A kernel built without
+	 * module support (tkbox's built kernel) has neither the switch nor /proc/modules: nothing can be loaded.
+	 */
+	if (access("/proc/sys/kernel/modules_disabled", F_OK) < 0 && errno == ENOENT &&
+	    access("/proc/modules", F_OK) < 0 && errno == ENOENT) {
+		trace("kernel without module support");
+	} else {
 		int fd = open("/proc/sys/kernel/modules_disabled", O_WRONLY | O_CLOEXEC);
 		if (fd < 0 || write(fd, "1", 1) != 1) {
 			r = log_error_errno(negative_errno(), "disabling module loading");

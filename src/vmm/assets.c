@@ -164,7 +164,8 @@ int apt_depends_parse(const char *text, size_t n, char **ret)
 
 /* ---- helpers ---- */
 
-int vm_run_program(char *const argv[], const char *cwd, int out_fd)
+/* argv (no shell) with stdin from /dev/null, stdout to out_fd and stderr to err_fd (-1: /dev/null, -2: kept). */
+static int run_program(char *const argv[], const char *cwd, int out_fd, int err_fd)
 {
 	int status;
 	pid_t pid = fork();
@@ -174,7 +175,8 @@ int vm_run_program(char *const argv[], const char *cwd, int out_fd)
 	}
 	if (pid == 0) {
 		int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
-		if (nul < 0 || dup2(nul, 0) < 0 || dup2(out_fd >= 0 ? out_fd : nul, 1) < 0) {
+		if (nul < 0 || dup2(nul, 0) < 0 || dup2(out_fd >= 0 ? out_fd : nul, 1) < 0 ||
+		    (err_fd != -2 && dup2(err_fd >= 0 ? err_fd : nul, 2) < 0)) {
 			_exit(127);
 		}
 		if (cwd && chdir(cwd) < 0) {
@@ -190,6 +192,16 @@ int vm_run_program(char *const argv[], const char *cwd, int out_fd)
 		return WEXITSTATUS(status);
 	}
 	return 128 + WTERMSIG(status);
+}
+
+int vm_run_program(char *const argv[], const char *cwd, int out_fd)
+{
+	return run_program(argv, cwd, out_fd, -2);
+}
+
+int vm_run_program_log(char *const argv[], const char *cwd, int log_fd)
+{
+	return run_program(argv, cwd, log_fd, log_fd);
 }
 
 static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
@@ -319,7 +331,7 @@ static int copy_file(const char *src, const char *dst, mode_t mode)
 	return fsync(out) < 0 ? -errno : 0;
 }
 
-static int write_file(const char *path, const void *p, size_t n)
+int vm_write_file(const char *path, const void *p, size_t n)
 {
 	_cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
 	const uint8_t *b = p;
@@ -335,6 +347,41 @@ static int write_file(const char *path, const void *p, size_t n)
 		o += (size_t)w;
 	}
 	return fsync(fd) < 0 ? -errno : 0;
+}
+
+int vm_assets_point(const char *assets, const char *ptr, const char *target)
+{
+	_cleanup_free_ char *path = NULL, *tmp = NULL;
+	int r;
+
+	if (asprintf(&path, "%s/%s", assets, ptr) < 0 || asprintf(&tmp, "%s/%s.tmp", assets, ptr) < 0) {
+		return -ENOMEM;
+	}
+	r = vm_write_file(tmp, target, strlen(target));
+	if (r >= 0 && rename(tmp, path) < 0) {
+		r = -errno;
+	}
+	return r;
+}
+
+int vm_assets_write_manifest(const char *dir, const json_t *man)
+{
+	_cleanup_free_ char *path = NULL;
+	struct buf out = { 0 };
+	int r;
+
+	if (asprintf(&path, "%s/manifest.json", dir) < 0) {
+		return -ENOMEM;
+	}
+	r = buf_init(&out, MANIFEST_MAX, 0);
+	if (r >= 0) {
+		r = json_write_jcs(man, &out);
+	}
+	if (r >= 0) {
+		r = vm_write_file(path, buf_ptr(&out), buf_len(&out));
+	}
+	buf_release(&out);
+	return r;
 }
 
 /* Module names treat '-' and '_' alike. */
@@ -570,7 +617,7 @@ int vm_assets_override(const char *kernel, const char *modules_dir, struct vm_as
 
 /* ---- the cache ---- */
 
-static int load_manifest(const char *dir, struct vm_assets *ret)
+int vm_assets_load_dir(const char *dir, struct vm_assets *ret)
 {
 	static const char *const keys[] = { "package", "kernel", "kernel_sha256", "modules", NULL };
 	struct json_opts opts = JSON_OPTS_DEFAULT;
@@ -740,7 +787,7 @@ static int extract_kernel(const char *vmlinuz, const char *out_path)
 		(void)munmap((void *)p, n);
 		return -ENOMEM;
 	}
-	r = write_file(lz, p + off, len);
+	r = vm_write_file(lz, p + off, len);
 	(void)munmap((void *)p, n);
 	if (r < 0) {
 		return r;
@@ -795,10 +842,9 @@ static int find_vmlinuz(const char *root, char **ret)
 static int fetch(const char *assets)
 {
 	_cleanup_free_ char *apt_out = NULL, *pkg = NULL, *deb = NULL, *xdir = NULL, *kdir = NULL, *tmpdir = NULL;
-	_cleanup_free_ char *vmlinuz = NULL, *modroot = NULL, *kpath = NULL, *mdir = NULL, *cur = NULL, *curtmp = NULL;
+	_cleanup_free_ char *vmlinuz = NULL, *modroot = NULL, *kpath = NULL, *mdir = NULL;
 	_cleanup_json_ json_t *man = NULL;
 	struct modset s = { 0 };
-	struct buf out = { 0 };
 	size_t n;
 	char sha[65];
 	int r;
@@ -919,18 +965,7 @@ static int fetch(const char *assets)
 			goto out;
 		}
 	}
-	r = buf_init(&out, MANIFEST_MAX, 0);
-	if (r >= 0) {
-		r = json_write_jcs(man, &out);
-	}
-	if (r >= 0) {
-		_cleanup_free_ char *mpath = NULL;
-		if (asprintf(&mpath, "%s/manifest.json", tmpdir) < 0) {
-			r = -ENOMEM;
-		} else {
-			r = write_file(mpath, buf_ptr(&out), buf_len(&out));
-		}
-	}
+	r = vm_assets_write_manifest(tmpdir, man);
 	if (r < 0) {
 		goto out;
 	}
@@ -940,19 +975,11 @@ static int fetch(const char *assets)
 		goto out;
 	}
 	/* "current" names the kernel directory; replaced atomically. */
-	if (asprintf(&cur, "%s/current", assets) < 0 || asprintf(&curtmp, "%s/current.tmp", assets) < 0) {
-		r = -ENOMEM;
-		goto out;
-	}
-	r = write_file(curtmp, pkg, strlen(pkg));
-	if (r >= 0 && rename(curtmp, cur) < 0) {
-		r = -errno;
-	}
+	r = vm_assets_point(assets, VM_ASSETS_CLOUD_PTR, pkg);
 	if (r >= 0) {
 		log_info("guest kernel %s cached in %s (kernel sha256 %s)", pkg, kdir, sha);
 	}
 out:
-	buf_release(&out);
 	modset_release(&s);
 	if (tmpdir && r < 0) {
 		(void)vm_rm_rf(tmpdir);
@@ -961,33 +988,84 @@ out:
 	return r;
 }
 
-int vm_assets_ensure(const char *state_dir, bool allow_fetch, struct vm_assets *ret)
+/*
+ * The kernel directory a pointer file (`current`, `built`) names, loaded: 0, -ENOENT when there is no pointer, or why
+ * the named directory is unusable (logged).
+ */
+static int load_pointed(const char *assets, const char *ptr, struct vm_assets *ret)
 {
-	_cleanup_free_ char *assets = NULL, *cur = NULL, *dir = NULL;
-	char name[256];
+	_cleanup_free_ char *path = NULL, *name = NULL, *dir = NULL;
+	size_t n = 0;
 	int r;
 
-	if (asprintf(&assets, "%s/images/assets", state_dir) < 0 || asprintf(&cur, "%s/current", assets) < 0) {
+	if (asprintf(&path, "%s/%s", assets, ptr) < 0) {
 		return -ENOMEM;
 	}
+	r = io_read_file(AT_FDCWD, path, 255, 0, &name, &n);
+	if (r == -ENOENT) {
+		return r;
+	}
+	if (r < 0 || n == 0 || memchr(name, '/', n) || strlen(name) != n || name[0] == '.') {
+		return log_error_errno(r < 0 ? r : -EBADMSG, "asset cache %s", path);
+	}
+	if (asprintf(&dir, "%s/%s", assets, name) < 0) {
+		return -ENOMEM;
+	}
+	r = vm_assets_load_dir(dir, ret);
+	if (r < 0) {
+		log_error("asset cache %s unusable: %s", dir, tk_strerror(r));
+	}
+	return r;
+}
+
+int vm_kernel_choice(enum vm_kernel_choice *ret)
+{
+	const char *e = getenv(VM_KERNEL_ENV);
+
+	if (!e || !*e) {
+		*ret = VM_KERNEL_PREFER_BUILT;
+	} else if (strcmp(e, "built") == 0) {
+		*ret = VM_KERNEL_BUILT;
+	} else if (strcmp(e, "cloud") == 0) {
+		*ret = VM_KERNEL_CLOUD;
+	} else {
+		log_error("%s=%s: the guest kernel is `built` or `cloud` (unset: the built one when cached, else "
+			  "the cloud one)",
+			  VM_KERNEL_ENV, e);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int vm_assets_ensure(const char *state_dir, bool allow_fetch, struct vm_assets *ret)
+{
+	_cleanup_free_ char *assets = NULL;
+	enum vm_kernel_choice choice;
+	int r;
+
+	r = vm_kernel_choice(&choice);
+	if (r < 0) {
+		return r;
+	}
+	if (asprintf(&assets, "%s/images/assets", state_dir) < 0) {
+		return -ENOMEM;
+	}
+	if (choice != VM_KERNEL_CLOUD) {
+		r = load_pointed(assets, VM_ASSETS_BUILT_PTR, ret);
+		if (r >= 0 || choice == VM_KERNEL_BUILT) {
+			if (r == -ENOENT) {
+				log_error("%s=built but no built guest kernel in %s: build it with `tkbox-vm assets "
+					  "--build-kernel --state %s` (minutes; needs linux-source-6.1)",
+					  VM_KERNEL_ENV, assets, state_dir);
+			}
+			return r;
+		}
+		/* A built kernel that is unusable was logged: the cloud kernel stands in. */
+	}
 	for (int attempt = 0; attempt < 2; attempt++) {
-		_cleanup_close_ int fd = open(cur, O_RDONLY | O_CLOEXEC);
-		ssize_t n;
-		if (fd >= 0) {
-			n = read(fd, name, sizeof(name) - 1);
-			if (n <= 0 || memchr(name, '/', (size_t)n) || name[0] == '.') {
-				return log_error_errno(-EBADMSG, "asset cache %s", cur);
-			}
-			name[n] = '\0';
-			free(dir);
-			if (asprintf(&dir, "%s/%s", assets, name) < 0) {
-				return -ENOMEM;
-			}
-			r = load_manifest(dir, ret);
-			if (r >= 0) {
-				return 0;
-			}
-			log_error("asset cache %s unusable: %s", dir, tk_strerror(r));
+		r = load_pointed(assets, VM_ASSETS_CLOUD_PTR, ret);
+		if (r >= 0) {
+			return 0;
 		}
 		if (!allow_fetch || attempt > 0) {
 			break;

@@ -3,7 +3,8 @@
  * tkbox-vm: boot a box and talk to its agent without the daemon. For
  * debugging, the benchmarks (bench/boot.sh) and fetching the guest kernel.
  *
- *   tkbox-vm assets [--state DIR]
+ *   tkbox-vm assets [--state DIR] [--build-kernel [--source TARBALL]]
+ *                                                     fetch the cloud kernel, or build the guest kernel
  *   tkbox-vm run   [options] [--stdin] -- ARGV...     run one command, exit with its status
  *   tkbox-vm bench [options] [--execs N]              ready time, `true` round trips, QEMU peak RSS
  *   tkbox-vm bare  [options]                          bare boot of the same kernel to an init printing READY
@@ -29,6 +30,8 @@ struct opts {
 	bool want_stdin;
 	unsigned execs;
 	char **argv;
+	bool build_kernel;
+	const char *source;
 };
 
 static char *default_guest(const char *self)
@@ -93,6 +96,7 @@ static void usage(void)
 {
 	fprintf(stderr,
 		"usage: tkbox-vm assets|run|bench|bare [--state DIR] [--kernel FILE --modules DIR] [--guest FILE]\n"
+		"                [--build-kernel [--source TARBALL]] (assets)\n"
 		"                [--rootfs IMG] [--workspace IMG] [--scratch-mib N] [--accel auto|kvm|tcg]\n"
 		"                [--vcpus N] [--mem-mib N] [--box-dir DIR] [--stdin] [--execs N] [-- ARGV...]\n");
 }
@@ -116,6 +120,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "no-fetch", no_argument, NULL, 'N' },
 		{ "cmdline", required_argument, NULL, 'C' },
 		{ "qemu", required_argument, NULL, 'Q' },
+		{ "build-kernel", no_argument, NULL, 'B' },
+		{ "source", required_argument, NULL, 'T' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int ch;
@@ -175,6 +181,12 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			break;
 		case 'Q':
 			o->box.qemu = optarg;
+			break;
+		case 'B':
+			o->build_kernel = true;
+			break;
+		case 'T':
+			o->source = optarg;
 			break;
 		default:
 			return -EINVAL;
@@ -444,6 +456,9 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(cmd, "assets") == 0) {
 		struct vm_assets a = { 0 };
+		if (o.build_kernel && vm_kernel_build(o.box.state_dir, o.source) < 0) {
+			return 1;
+		}
 		r = o.box.kernel ? vm_assets_override(o.box.kernel, o.box.modules_dir, &a)
 				 : vm_assets_ensure(o.box.state_dir, o.box.allow_fetch, &a);
 		if (r < 0) {

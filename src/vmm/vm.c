@@ -152,7 +152,11 @@ int vm_qemu_argv(const struct vm_config *c, char ***ret)
 	add_arg(&b, "-sandbox");
 	add_arg(&b, "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny");
 	add_arg(&b, "-accel");
-	add_arg(&b, c->accel == VM_ACCEL_KVM ? "kvm" : "tcg");
+	if (c->accel == VM_ACCEL_KVM) {
+		add_arg(&b, "kvm");
+	} else {
+		add_argf(&b, "tcg,tb-size=%u", VM_TCG_TB_MIB);
+	}
 	add_arg(&b, "-m");
 	add_argf(&b, "%u", mem);
 	add_arg(&b, "-smp");

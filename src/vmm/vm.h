@@ -28,6 +28,11 @@ _wur_ int vm_accel_parse(const char *s, enum vm_accel *ret);
 
 #define VM_DEFAULT_VCPUS 2
 #define VM_DEFAULT_MEM_MIB 2048
+/*
+ * Under TCG, QEMU's translated-code buffer (tb-size, MiB): QEMU's default is up to 1 GiB, and a box's idle QEMU
+ * kept ~50 MiB of it resident. A box's kernel and tools fit in far less; when it fills, QEMU flushes and retranslates.
+ */
+#define VM_TCG_TB_MIB 16
 #define VM_MAX_VCPUS 64
 #define VM_MAX_MEM_MIB (256 * 1024)
 #define VM_CONSOLE_LOG_MAX ((size_t)1 << 20)

@@ -7,11 +7,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "banned.h"
 #include "strv.h"
+#include "crypto.h"
 #include "vmm/assets.h"
 #include "vmm/vm.h"
 
@@ -240,7 +243,7 @@ static void test_qemu_argv(void **state)
 	assert_true(argv_has(v, "-no-user-config"));
 	assert_true(argv_has(v, "-no-reboot"));
 	assert_true(argv_has(v, "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny"));
-	assert_true(argv_has(v, "tcg"));
+	assert_true(argv_has(v, "tcg,tb-size=16"));
 	assert_true(argv_has(v, "2048"));
 	assert_true(argv_has_substr(v, "tsc_early_khz=2445406"));
 	assert_true(argv_has_substr(v, "virtio-blk-device,drive=rootfs,serial=rootfs"));
@@ -259,6 +262,11 @@ static void test_qemu_argv(void **state)
 	c.accel = VM_ACCEL_AUTO;
 	assert_int_equal(vm_qemu_argv(&c, &v), -EINVAL);
 	c.accel = VM_ACCEL_KVM;
+	/* KVM keeps QEMU's plain accelerator: tb-size is TCG's alone. */
+	assert_int_equal(vm_qemu_argv(&c, &v), 0);
+	assert_true(argv_has(v, "kvm"));
+	assert_false(argv_has_substr(v, "tb-size"));
+	strv_free(v);
 	c.vcpus = VM_MAX_VCPUS + 1;
 	assert_int_equal(vm_qemu_argv(&c, &v), -ERANGE);
 	c.vcpus = VM_MAX_VCPUS;
@@ -267,6 +275,81 @@ static void test_qemu_argv(void **state)
 	c.mem_mib = 0;
 	c.rootfs = "/r.ext4,format=qcow2";
 	assert_int_equal(vm_qemu_argv(&c, &v), -EINVAL);
+}
+
+/* A kernel directory of the cache: a fake vmlinux with the given content and its manifest (no modules). */
+static void fake_kernel_dir(const char *assets, const char *name, const char *content, const char *ptr)
+{
+	char dir[512], path[600], sha[65], man[800];
+
+	snprintf(dir, sizeof(dir), "%s/%s", assets, name);
+	assert_int_equal(mkdir(dir, 0755), 0);
+	snprintf(path, sizeof(path), "%s/vmlinux", dir);
+	assert_int_equal(vm_write_file(path, content, strlen(content)), 0);
+	assert_int_equal(sha256_hex(content, strlen(content), sha), 0);
+	snprintf(man, sizeof(man),
+		 "{\"kernel\":\"vmlinux\",\"kernel_sha256\":\"%s\",\"modules\":[],\"package\":\"%s\"}", sha, name);
+	snprintf(path, sizeof(path), "%s/manifest.json", dir);
+	assert_int_equal(vm_write_file(path, man, strlen(man)), 0);
+	if (ptr) {
+		assert_int_equal(vm_assets_point(assets, ptr, name), 0);
+	}
+}
+
+static const char *ensure_version(const char *state, const char *env, int *ret_r)
+{
+	static char version[64];
+	struct vm_assets a = { 0 };
+
+	if (env) {
+		setenv(VM_KERNEL_ENV, env, 1);
+	} else {
+		unsetenv(VM_KERNEL_ENV);
+	}
+	*ret_r = vm_assets_ensure(state, false, &a);
+	snprintf(version, sizeof(version), "%s", *ret_r >= 0 ? a.version : "-");
+	if (*ret_r >= 0) {
+		assert_int_equal(a.n_modules, 0);
+	}
+	vm_assets_release(&a);
+	return version;
+}
+
+/* The built kernel wins when cached and sound; TKBOX_KERNEL forces one; a corrupt built kernel falls back. */
+static void test_kernel_choice(void **state)
+{
+	char tmpl[] = "/tmp/tkbox-assets-XXXXXX", assets[256], path[300];
+	int r;
+
+	(void)state;
+	assert_non_null(mkdtemp(tmpl));
+	snprintf(assets, sizeof(assets), "%s/images", tmpl);
+	assert_int_equal(mkdir(assets, 0755), 0);
+	snprintf(assets, sizeof(assets), "%s/images/assets", tmpl);
+	assert_int_equal(mkdir(assets, 0755), 0);
+	fake_kernel_dir(assets, "cloud-k", "cloud kernel", VM_ASSETS_CLOUD_PTR);
+	assert_string_equal(ensure_version(tmpl, NULL, &r), "cloud-k");
+	assert_string_equal(ensure_version(tmpl, "built", &r), "-");
+	assert_int_equal(r, -ENOENT);
+	fake_kernel_dir(assets, "built-k", "built kernel", VM_ASSETS_BUILT_PTR);
+	assert_string_equal(ensure_version(tmpl, NULL, &r), "built-k");
+	assert_string_equal(ensure_version(tmpl, "", &r), "built-k");
+	assert_string_equal(ensure_version(tmpl, "built", &r), "built-k");
+	assert_string_equal(ensure_version(tmpl, "cloud", &r), "cloud-k");
+	assert_string_equal(ensure_version(tmpl, "Built", &r), "-");
+	assert_int_equal(r, -EINVAL);
+	/* The built vmlinux changed behind the manifest: refused, the cloud kernel stands in unless forced. */
+	snprintf(path, sizeof(path), "%s/built-k/vmlinux", assets);
+	assert_int_equal(vm_write_file(path, "tampered", 8), 0);
+	assert_string_equal(ensure_version(tmpl, NULL, &r), "cloud-k");
+	assert_string_equal(ensure_version(tmpl, "built", &r), "-");
+	assert_int_equal(r, -EBADMSG);
+	/* A pointer naming something outside the cache is refused. */
+	assert_int_equal(vm_assets_point(assets, VM_ASSETS_BUILT_PTR, "../x"), 0);
+	assert_string_equal(ensure_version(tmpl, "built", &r), "-");
+	assert_int_equal(r, -EBADMSG);
+	unsetenv(VM_KERNEL_ENV);
+	assert_int_equal(vm_rm_rf(tmpl), 0);
 }
 
 static void test_accel_parse(void **state)
@@ -283,8 +366,10 @@ static void test_accel_parse(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_bzimage), cmocka_unit_test(test_modinfo),	  cmocka_unit_test(test_apt_depends),
-		cmocka_unit_test(test_tsc),	cmocka_unit_test(test_qemu_argv), cmocka_unit_test(test_accel_parse),
+		cmocka_unit_test(test_bzimage),	      cmocka_unit_test(test_modinfo),
+		cmocka_unit_test(test_apt_depends),   cmocka_unit_test(test_tsc),
+		cmocka_unit_test(test_qemu_argv),     cmocka_unit_test(test_accel_parse),
+		cmocka_unit_test(test_kernel_choice),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
