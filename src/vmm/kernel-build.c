@@ -9,6 +9,7 @@
  */
 #include <fcntl.h>
 #include <glob.h>
+#include <sys/file.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -218,11 +219,69 @@ static int install(const char *vmlinux, const char *dir, const char *final, cons
 	return rename(dir, final) < 0 ? -errno : 0;
 }
 
+/* Built kernels of other sources or configurations than keep, no longer named by `built`: removed. */
+static void prune_built(const char *assets, const char *keep)
+{
+	_cleanup_free_ char *pattern = NULL;
+	glob_t g = { 0 };
+
+	if (asprintf(&pattern, "%s/built-*", assets) < 0) {
+		return;
+	}
+	if (glob(pattern, GLOB_NOSORT, NULL, &g) == 0) {
+		for (size_t i = 0; i < g.gl_pathc; i++) {
+			const char *base = strrchr(g.gl_pathv[i], '/') + 1;
+			if (strcmp(base, keep) != 0) {
+				log_info("removing the previous built kernel %s", g.gl_pathv[i]);
+				(void)vm_rm_rf(g.gl_pathv[i]);
+			}
+		}
+	}
+	globfree(&g);
+}
+
+/*
+ * One build per cache at a time: an exclusive lock on <assets>/.kbuild.lock (held until the fd closes); once held,
+ * scratch trees an interrupted build left are removed.
+ */
+static int build_lock(const char *assets, int *ret_fd)
+{
+	_cleanup_free_ char *lock = NULL, *pattern = NULL;
+	glob_t g = { 0 };
+	int fd;
+
+	if (asprintf(&lock, "%s/.kbuild.lock", assets) < 0 || asprintf(&pattern, "%s/.kbuild-*", assets) < 0) {
+		return -ENOMEM;
+	}
+	fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0) {
+		return log_error_errno(-errno, "opening %s", lock);
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		int e = -errno;
+		(void)close(fd);
+		if (e == -EWOULDBLOCK) {
+			log_error("another guest kernel build is running in %s; wait for it", assets);
+			return -EBUSY;
+		}
+		return log_error_errno(e, "locking %s", lock);
+	}
+	if (glob(pattern, GLOB_NOSORT, NULL, &g) == 0) {
+		for (size_t i = 0; i < g.gl_pathc; i++) {
+			log_info("removing %s, left by an interrupted kernel build", g.gl_pathv[i]);
+			(void)vm_rm_rf(g.gl_pathv[i]);
+		}
+	}
+	globfree(&g);
+	*ret_fd = fd;
+	return 0;
+}
+
 int vm_kernel_build(const char *state_dir, const char *source)
 {
 	_cleanup_free_ char *found = NULL, *assets = NULL, *work = NULL, *log_path = NULL, *name = NULL, *final = NULL,
 			    *tmp = NULL, *vmlinux = NULL;
-	_cleanup_close_ int log_fd = -1;
+	_cleanup_close_ int log_fd = -1, lock_fd = -1;
 	char key[65], src_sha[65];
 	struct vm_assets a = { 0 };
 	int r;
@@ -248,11 +307,19 @@ int vm_kernel_build(const char *state_dir, const char *source)
 	if (r < 0) {
 		return log_error_errno(r, "creating %s", assets);
 	}
+	r = build_lock(assets, &lock_fd);
+	if (r < 0) {
+		return r;
+	}
 	r = vm_assets_load_dir(final, &a);
 	if (r >= 0) {
 		vm_assets_release(&a);
 		log_info("guest kernel %s already built from this source and configuration", final);
-		return vm_assets_point(assets, VM_ASSETS_BUILT_PTR, name);
+		r = vm_assets_point(assets, VM_ASSETS_BUILT_PTR, name);
+		if (r >= 0) {
+			prune_built(assets, name);
+		}
+		return r;
 	}
 	log_fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
 	if (log_fd < 0 || !mkdtemp(work)) {
@@ -270,6 +337,7 @@ int vm_kernel_build(const char *state_dir, const char *source)
 		r = vm_assets_point(assets, VM_ASSETS_BUILT_PTR, name);
 	}
 	if (r >= 0) {
+		prune_built(assets, name);
 		log_info("guest kernel built and cached in %s; boxes boot it from now on (%s=cloud for the cloud "
 			 "kernel)",
 			 final, VM_KERNEL_ENV);

@@ -275,7 +275,9 @@ static void check_network(struct vm_box *b)
 			    "ip tuntap add t0 mode tun 2>/dev/null && echo CREATED-tun;"
 			    "ip link add s0 type sit 2>/dev/null && echo CREATED-sit;"
 			    "modprobe dummy 2>/dev/null && echo CREATED-module;"
-			    "echo modules_disabled=$(cat /proc/sys/kernel/modules_disabled);"
+			    "if test -e /proc/modules || test -e /proc/sys/kernel/modules_disabled; then"
+			    " echo modules_disabled=$(cat /proc/sys/kernel/modules_disabled);"
+			    " else echo modules_disabled=unsupported; fi;"
 			    "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | tr '\\n' ' '; echo;"
 			    "wget -q -T 3 -O /dev/null http://10.0.2.2/ 2>/dev/null && echo REACHED-10.0.2.2;"
 			    "wget -q -T 3 -O /dev/null http://1.1.1.1/ 2>/dev/null && echo REACHED-1.1.1.1;"
@@ -320,7 +322,10 @@ static void check_network(struct vm_box *b)
 		const char *o = (const char *)buf_ptr(&res.out);
 		bool created = buf_len(&res.out) > 0 && memmem(o, buf_len(&res.out), "CREATED", 7);
 		bool reached = buf_len(&res.out) > 0 && memmem(o, buf_len(&res.out), "REACHED", 7);
-		bool disabled = buf_len(&res.out) > 0 && memmem(o, buf_len(&res.out), "modules_disabled=1\nlo \n", 23);
+		/* Module loading switched off after boot, or a kernel without module support (the built kernel). */
+		bool disabled = buf_len(&res.out) > 0 &&
+				(memmem(o, buf_len(&res.out), "modules_disabled=1\nlo \n", 23) ||
+				 memmem(o, buf_len(&res.out), "modules_disabled=unsupported\nlo \n", 33));
 		(void)snprintf(detail, sizeof(detail), "%.*s", (int)MIN(buf_len(&res.out), 500), o);
 		for (char *c = detail; *c; c++) {
 			if (*c == '\n') {
