@@ -637,6 +637,11 @@ static int jcs_put_string(struct buf *out, const char *s, size_t n)
 	return buf_put_u8(out, '"');
 }
 
+int json_write_jcs_string(const char *s, size_t n, struct buf *out)
+{
+	return jcs_put_string(out, s, n);
+}
+
 static int jcs_write(const json_t *v, struct buf *out, unsigned depth);
 
 static int jcs_write_object(const json_t *v, struct buf *out, unsigned depth)

@@ -69,6 +69,9 @@ _wur_ int json_parse_strict(const void *p, size_t n, const struct json_opts *opt
  */
 _wur_ int json_write_jcs(const json_t *v, struct buf *out);
 
+/* One string as JCS writes it (quoted, escaped), appended to out: for callers that write a fixed JCS object by hand. */
+_wur_ int json_write_jcs_string(const char *s, size_t n, struct buf *out);
+
 /*
  * Convenience: JCS into a new NUL-terminated string (free() it) whose text,
  * without the NUL, is at most max bytes (1..BUF_SIZE_CEILING, else -EINVAL);
